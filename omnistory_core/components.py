@@ -1,0 +1,182 @@
+"""Component base classes: planners, image experts, TTS experts (and later backbones).
+
+A component is a class registered through a plugin hook.  It declares
+
+* ``kind`` and ``name`` (``planner/template``), and a ``version`` that must change whenever its
+  outputs would change for the same inputs and parameters;
+* ``reads``: the named inputs it consumes.  The engine builds only those inputs for it, and the
+  call's cache key hashes only those, so an image expert that ignores the plan is not re-run per
+  planner, and a component cannot see anything it did not declare (the reference included);
+* ``runtime_params``: parameters that do not change outputs (concurrency, timeouts, endpoints);
+  every other parameter goes into the cache key;
+* ``oracle = True`` if it reads the reference (only allowed with ``allow_oracle=true``).
+
+Heavy libraries are imported in ``load()``, never at module import.
+
+Inputs a component may declare in ``reads``:
+
+======================  ===============================================================
+``current_image``       :class:`Media` of the current page illustration x_i
+``current_text``        the current narration t_i
+``metadata``            book metadata (dict)
+``conditions``          next-page conditions c_{i+1} (dict)
+``narration``           plan narration (image and TTS experts)
+``image_prompt``        plan image prompt
+``utterance`` ...       plan speech fields: ``utterance speaker emotion speed pitch gender``
+``reference_text``      oracle only: gold next narration
+``reference_image``     oracle only: :class:`Media` of the gold next illustration
+``reference_speech``    oracle only: dict of the target speech fields
+======================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from omnistory_core.contract import Failure
+
+EXAMPLE_INPUTS = ("current_image", "current_text", "metadata", "conditions")
+PLAN_INPUTS = (
+    "narration",
+    "image_prompt",
+    "utterance",
+    "speaker",
+    "emotion",
+    "speed",
+    "pitch",
+    "gender",
+)
+REFERENCE_INPUTS = ("reference_text", "reference_image", "reference_speech")
+ALL_INPUTS = EXAMPLE_INPUTS + PLAN_INPUTS + REFERENCE_INPUTS
+KINDS = ("planner", "image", "tts", "backbone", "judge", "metric")
+
+
+@dataclass(frozen=True)
+class Media:
+    """A file input (image or audio), identified by content hash."""
+
+    path: str
+    sha256: str
+
+    def read_bytes(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            return fh.read()
+
+    def open_image(self):  # -> PIL.Image.Image
+        from PIL import Image
+
+        with Image.open(io.BytesIO(self.read_bytes())) as img:
+            return img.convert("RGB")
+
+
+@dataclass
+class PlannerResponse:
+    """What a planner returns: its raw text (parsed by the engine with `parse_plan`) and usage."""
+
+    text: str
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Audio:
+    """A mono waveform in [-1, 1]."""
+
+    samples: Any  # numpy.ndarray, float32, shape (n,)
+    sample_rate: int
+
+
+class ComponentError(Exception):
+    """Raised by a component for one item; becomes a `model_error` failure (or its category)."""
+
+    def __init__(self, message: str, category: str = "model_error"):
+        super().__init__(message)
+        self.category = category
+
+
+class Component:
+    kind: ClassVar[str]
+    name: ClassVar[str]
+    version: ClassVar[str] = "0"
+    reads: ClassVar[tuple[str, ...]] = ()
+    runtime_params: ClassVar[tuple[str, ...]] = ()
+    oracle: ClassVar[bool] = False
+    default_batch_size: ClassVar[int] = 1
+    description: ClassVar[str] = ""
+
+    def __init__(self, **params: Any):
+        self.params = params
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load weights / open clients.  Called once, on the first cache miss."""
+
+    def unload(self) -> None:
+        """Release memory before the next heavy stage."""
+
+    # -- calls -----------------------------------------------------------------------------
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        """Produce one result per item (same order).
+
+        An item result may be the kind's output type, a :class:`Failure`, or an Exception
+        instance (recorded as a failure).  Raising fails the whole batch; the engine then retries
+        item by item so one bad example never takes down its neighbours.
+        """
+        return [self.run_one(item) for item in items]
+
+    def run_one(self, item: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    # -- identity --------------------------------------------------------------------------
+    @classmethod
+    def key(cls) -> str:
+        return f"{cls.kind}/{cls.name}"
+
+    def output_params(self) -> dict[str, Any]:
+        """The parameters that change outputs (part of every cache key)."""
+        skip = set(self.runtime_params) | {"batch_size"}
+        return {k: v for k, v in sorted(self.params.items()) if k not in skip}
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.params.get("batch_size") or self.default_batch_size)
+
+
+class Planner(Component):
+    """VLM -> Plan.  Returns :class:`PlannerResponse` (raw text) per item."""
+
+    kind = "planner"
+    reads = EXAMPLE_INPUTS
+
+
+class ImageExpert(Component):
+    """Prompt [+ current image] -> image.  Returns a ``PIL.Image.Image`` (or PNG bytes)."""
+
+    kind = "image"
+    reads = ("image_prompt",)
+
+
+class TTSExpert(Component):
+    """Utterance + voice attributes -> speech.  Returns :class:`Audio`."""
+
+    kind = "tts"
+    reads = ("utterance", "speaker", "emotion", "speed", "pitch", "gender")
+
+
+__all__ = [
+    "ALL_INPUTS",
+    "Audio",
+    "Component",
+    "ComponentError",
+    "EXAMPLE_INPUTS",
+    "Failure",
+    "ImageExpert",
+    "KINDS",
+    "Media",
+    "PLAN_INPUTS",
+    "Planner",
+    "PlannerResponse",
+    "REFERENCE_INPUTS",
+    "TTSExpert",
+]
