@@ -49,7 +49,9 @@ PLAN_INPUTS = (
     "gender",
 )
 REFERENCE_INPUTS = ("reference_text", "reference_image", "reference_speech")
+CANDIDATE_INPUTS = ("candidate_text", "candidate_image", "candidate_speech", "candidate_plan")
 ALL_INPUTS = EXAMPLE_INPUTS + PLAN_INPUTS + REFERENCE_INPUTS
+EVALUATION_INPUTS = EXAMPLE_INPUTS + REFERENCE_INPUTS + CANDIDATE_INPUTS
 KINDS = ("planner", "image", "tts", "backbone", "judge", "metric")
 
 
@@ -157,6 +159,38 @@ class ImageExpert(Component):
     reads = ("image_prompt",)
 
 
+@dataclass
+class EvalResult:
+    """What a metric or judge returns for one item.
+
+    ``scores`` maps every criterion of the evaluator to a float, or ``None`` where that criterion
+    could not be scored.  ``status`` is ``"ok"`` or ``"invalid"`` (the scores-table statuses;
+    ``missing_output`` is decided by the engine before the evaluator is called).  ``detail`` is kept
+    for audit (raw judge response, parse status, repairs, transcripts, ...) and must be JSON-able.
+    """
+
+    scores: dict[str, float | None]
+    status: str = "ok"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Evaluator(Component):
+    """Base of metrics and judges.  Items carry the declared ``reads`` among
+    ``EVALUATION_INPUTS`` (candidate_* are the system's outputs, reference_* the gold data);
+    ``run_batch`` returns one :class:`EvalResult` (or Failure/Exception) per item."""
+
+    track: ClassVar[str]  # "text" | "image" | "speech" | "omni"
+    criteria: ClassVar[tuple[str, ...]]
+
+
+class Metric(Evaluator):
+    kind = "metric"
+
+
+class Judge(Evaluator):
+    kind = "judge"
+
+
 class TTSExpert(Component):
     """Utterance + voice attributes -> speech.  Returns :class:`Audio`."""
 
@@ -169,7 +203,13 @@ __all__ = [
     "Audio",
     "Component",
     "ComponentError",
+    "CANDIDATE_INPUTS",
+    "EVALUATION_INPUTS",
     "EXAMPLE_INPUTS",
+    "EvalResult",
+    "Evaluator",
+    "Judge",
+    "Metric",
     "Failure",
     "ImageExpert",
     "KINDS",

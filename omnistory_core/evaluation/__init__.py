@@ -1,0 +1,1 @@
+"""Evaluation: automatic metrics and LLM judges, run evaluator-major over a whole sweep."""

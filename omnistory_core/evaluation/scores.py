@@ -1,0 +1,73 @@
+"""The long scores table: one row per (system, example, evaluator, criterion).
+
+This format is a public contract shared by metrics, judges and the analysis/report code::
+
+    {"system", "example_id", "kind": "metric"|"judge", "track": "text"|"image"|"speech"|"omni",
+     "evaluator", "criterion", "score": float|null, "status": "ok"|"missing_output"|"invalid"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+KINDS = ("metric", "judge")
+TRACKS = ("text", "image", "speech", "omni")
+STATUSES = ("ok", "missing_output", "invalid")
+COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion", "score", "status")
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    system: str
+    example_id: str
+    kind: str
+    track: str
+    evaluator: str
+    criterion: str
+    score: float | None
+    status: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.track not in TRACKS:
+            raise ValueError(f"track must be one of {TRACKS}, got {self.track!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.status == "ok" and self.score is None:
+            raise ValueError("a row with status 'ok' needs a score")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_scores(path: str | Path, rows: Iterable[ScoreRow]) -> int:
+    """Write rows as JSON lines atomically (temp file + rename); returns the row count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row.to_dict(), ensure_ascii=False, sort_keys=False) + "\n")
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def read_scores(path: str | Path) -> Iterator[ScoreRow]:
+    """Read a scores.jsonl file; errors name the file and line."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                yield ScoreRow(**{k: data[k] for k in COLUMNS})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{lineno}: invalid scores row: {exc}") from exc
