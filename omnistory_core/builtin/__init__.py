@@ -1,0 +1,37 @@
+"""The built-in offline components, registered through the same hooks as any third-party plugin."""
+
+from __future__ import annotations
+
+from omnistory_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_planners(register):
+    from omnistory_core.builtin import planners
+
+    for cls in planners.PLANNERS:
+        register(cls)
+
+
+@hookimpl
+def register_image_experts(register):
+    from omnistory_core.builtin import images
+
+    for cls in images.IMAGE_EXPERTS:
+        register(cls)
+
+
+@hookimpl
+def register_tts_experts(register):
+    from omnistory_core.builtin import espeak_tts, null_tts
+
+    register(espeak_tts.EspeakTTS)
+    register(null_tts.NullTTS)
+
+
+@hookimpl
+def register_datasets(register):
+    from omnistory_core import data
+
+    register("demo", data.load_dataset)
+    register("omnistorybench", data.load_dataset)

@@ -1,0 +1,43 @@
+"""Content hashes and call keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from omnistory_core.components import Media
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digest(value: Any) -> str:
+    """A content digest of one input value (files by content, never by path)."""
+    if isinstance(value, Media):
+        return "media:" + value.sha256
+    return "json:" + sha256_bytes(canonical_json(value).encode("utf-8"))
+
+
+def call_key(component: str, version: str, params: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """hash(component name + version + output-changing params + content hashes of the inputs)."""
+    payload = {
+        "component": component,
+        "version": version,
+        "params": params,
+        "inputs": {name: digest(v) for name, v in sorted(inputs.items())},
+    }
+    return sha256_bytes(canonical_json(payload).encode("utf-8"))

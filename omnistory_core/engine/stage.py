@@ -1,0 +1,235 @@
+"""Run one component over many items: cache lookup, per-key locking, batching, failures as data."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from omnistory_core.components import Audio, Component, ComponentError, EvalResult, PlannerResponse
+from omnistory_core.contract import Failure
+from omnistory_core.engine.hashing import call_key
+from omnistory_core.engine.store import CallRecord, Store
+
+
+@dataclass
+class ComponentStats:
+    calls: int = 0  # real model invocations (cache misses computed by this process)
+    cache_hits: int = 0
+    failures: int = 0
+    loads: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class LazyComponent:
+    """Loads its component on first use only, so a fully cached run loads no model at all."""
+
+    def __init__(self, component: Component, stats: ComponentStats):
+        self.component = component
+        self.stats = stats
+        self.loaded = False
+
+    def ensure_loaded(self) -> Component:
+        if not self.loaded:
+            self.component.load()
+            self.loaded = True
+            self.stats.loads += 1
+        return self.component
+
+    def release(self) -> None:
+        if self.loaded:
+            self.component.unload()
+            self.loaded = False
+
+
+@dataclass
+class StageItem:
+    """One unit of work: the inputs a component declared, or the upstream failure that blocks it."""
+
+    index: int
+    inputs: dict[str, Any] | None = None
+    blocked_by: Failure | None = None
+
+
+def encode_result(kind: str, result: Any, store: Store) -> tuple[str, dict, dict | None, dict]:
+    """Turn a component's return value into (status, output, failure, usage) for a CallRecord."""
+    if isinstance(result, Failure):
+        return "failure", {}, result.to_dict(), {}
+    if isinstance(result, BaseException):
+        return "failure", {}, exception_failure(result).to_dict(), {}
+    if kind == "planner":
+        if isinstance(result, str):
+            result = PlannerResponse(text=result)
+        if not isinstance(result, PlannerResponse):
+            raise TypeError(f"planner returned {type(result).__name__}, expected PlannerResponse")
+        return "ok", {"text": result.text}, None, dict(result.usage)
+    if kind == "image":
+        data = result if isinstance(result, bytes | bytearray) else _png_bytes(result)
+        return "ok", {"blob": store.put_blob(bytes(data), "png"), "ext": "png"}, None, {}
+    if kind == "tts":
+        if not isinstance(result, Audio):
+            raise TypeError(f"tts expert returned {type(result).__name__}, expected Audio")
+        return "ok", {"blob": store.put_blob(_wav_bytes(result), "wav"), "ext": "wav"}, None, {}
+    if kind in ("metric", "judge"):
+        if not isinstance(result, EvalResult):
+            raise TypeError(f"{kind} returned {type(result).__name__}, expected EvalResult")
+        out = {"scores": result.scores, "status": result.status, "detail": result.detail}
+        return "ok", out, None, dict(result.detail.get("usage", {}) or {})
+    raise ValueError(f"no encoder for component kind {kind!r}")
+
+
+def exception_failure(exc: BaseException) -> Failure:
+    if isinstance(exc, ComponentError):
+        return Failure(exc.category, str(exc))
+    if isinstance(exc, TimeoutError):
+        return Failure("timeout", f"{type(exc).__name__}: {exc}")
+    return Failure("model_error", f"{type(exc).__name__}: {exc}")
+
+
+def _png_bytes(image: Any) -> bytes:
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _wav_bytes(audio: Audio) -> bytes:
+    import numpy as np
+    import soundfile as sf
+
+    samples = np.asarray(audio.samples, dtype=np.float32).reshape(-1)
+    if samples.size == 0:
+        raise ComponentError("empty waveform", category="empty_output")
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(samples, -1.0, 1.0), int(audio.sample_rate), format="WAV",
+             subtype="PCM_16")
+    return buf.getvalue()
+
+
+def item_key(component: Component, inputs: dict[str, Any]) -> str:
+    return call_key(component.key(), component.version, component.output_params(), inputs)
+
+
+def run_stage(
+    lazy: LazyComponent,
+    items: list[StageItem],
+    store: Store,
+    *,
+    retry_failures: bool = False,
+    advance: Callable[[int], None] | None = None,
+) -> dict[int, CallRecord | Failure]:
+    """Compute (or fetch) the component's result for every item.
+
+    Returns, per item index, the :class:`CallRecord` (ok or failure) or the upstream
+    :class:`Failure` that blocked the call.  Identical keys within the stage are computed once.
+    """
+    component = lazy.component
+    stats = lazy.stats
+    advance = advance or (lambda n: None)
+    results: dict[int, CallRecord | Failure] = {}
+    keyed: dict[str, list[int]] = {}
+    inputs_by_key: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if item.blocked_by is not None:
+            results[item.index] = item.blocked_by
+            advance(1)
+            continue
+        key = item_key(component, item.inputs or {})
+        keyed.setdefault(key, []).append(item.index)
+        inputs_by_key.setdefault(key, item.inputs or {})
+
+    def usable(record: CallRecord | None) -> bool:
+        return record is not None and (record.status == "ok" or not retry_failures)
+
+    def finish(key: str, record: CallRecord, computed: bool) -> None:
+        for n, index in enumerate(keyed[key]):
+            results[index] = record
+            if computed and n == 0:
+                stats.calls += 1
+            else:
+                stats.cache_hits += 1
+            if record.status != "ok":
+                stats.failures += 1
+        advance(len(keyed[key]))
+
+    pending: list[str] = []
+    for key in keyed:
+        record = store.get(key)
+        if usable(record):
+            finish(key, record, computed=False)
+        else:
+            pending.append(key)
+
+    # Take the locks we can; keys held by another process are waited for afterwards.
+    mine: list[tuple[str, Any]] = []
+    theirs: list[str] = []
+    for key in pending:
+        lock = store.lock(key)
+        if lock.acquire(blocking=False):
+            record = store.get(key)
+            if usable(record):
+                lock.release()
+                finish(key, record, computed=False)
+            else:
+                mine.append((key, lock))
+        else:
+            theirs.append(key)
+
+    _compute(lazy, mine, inputs_by_key, store, finish)
+
+    for key in theirs:
+        lock = store.lock(key)
+        lock.acquire(blocking=True)
+        record = store.get(key)
+        if usable(record):
+            lock.release()
+            finish(key, record, computed=False)
+        else:  # the other process died or failed to write: compute it ourselves
+            _compute(lazy, [(key, lock)], inputs_by_key, store, finish)
+    return results
+
+
+def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
+    component = lazy.component
+    size = max(1, component.batch_size)
+    for start in range(0, len(mine), size):
+        chunk = mine[start : start + size]
+        try:
+            instance = lazy.ensure_loaded()
+            t0 = time.perf_counter()
+            outputs = instance.run_batch([inputs_by_key[k] for k, _ in chunk])
+            if len(outputs) != len(chunk):
+                raise RuntimeError(
+                    f"{component.key()} returned {len(outputs)} results for {len(chunk)} items"
+                )
+            per_item = (time.perf_counter() - t0) / len(chunk)
+            pairs = list(zip(chunk, outputs))
+        except Exception as batch_exc:  # one bad item must not sink its batch-mates
+            if len(chunk) == 1:
+                pairs, per_item = [(chunk[0], batch_exc)], 0.0
+            else:
+                pairs, per_item = [], 0.0
+                for entry in chunk:
+                    try:
+                        t0 = time.perf_counter()
+                        out = lazy.ensure_loaded().run_batch([inputs_by_key[entry[0]]])[0]
+                    except Exception as exc:
+                        out = exc
+                    pairs.append((entry, out))
+        for (key, lock), out in pairs:
+            try:
+                try:
+                    status, output, failure, usage = encode_result(component.kind, out, store)
+                except Exception as exc:  # malformed return value or empty waveform
+                    status, output, failure, usage = "failure", {}, exception_failure(exc).to_dict(), {}
+                record = CallRecord(
+                    key=key, component=component.key(), status=status, output=output,
+                    failure=failure, usage=usage, seconds=round(per_item, 6),
+                )
+                store.put(record)
+                finish(key, record, computed=True)
+            finally:
+                lock.release()

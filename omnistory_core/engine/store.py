@@ -1,0 +1,141 @@
+"""A content-addressed store shared by every job under one output root.
+
+Layout::
+
+    <store>/blobs/<sha[:2]>/<sha>.<ext>      artifacts by content hash (PNG, WAV, ...)
+    <store>/calls/<key[:2]>/<key>.json       one record per model call (result or failure)
+    <store>/locks/<key[:2]>/<key>.lock       advisory locks while a call is being computed
+
+Every file appears by atomic rename, so a reader sees either nothing or a complete file; a process
+killed mid-call leaves at most a temp file and a released lock (``flock`` dies with its process), and
+the next run recomputes exactly the calls that have no record.  Several processes may share a store:
+a call is computed by whoever takes its lock first; the others wait and read its record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.engine.hashing import sha256_bytes
+
+
+@dataclass
+class CallRecord:
+    key: str
+    component: str
+    status: str  # "ok" | "failure"
+    output: dict[str, Any] = field(default_factory=dict)  # {"text": ...} or {"blob": sha, "ext": ...}
+    failure: dict[str, str] | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "component": self.component,
+            "status": self.status,
+            "output": self.output,
+            "failure": self.failure,
+            "usage": self.usage,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallRecord:
+        return cls(
+            key=data["key"],
+            component=data["component"],
+            status=data["status"],
+            output=data.get("output") or {},
+            failure=data.get("failure"),
+            usage=data.get("usage") or {},
+            seconds=float(data.get("seconds") or 0.0),
+        )
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class KeyLock:
+    """An exclusive advisory lock on one call key."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = None
+
+    def acquire(self, blocking: bool) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            fh.close()
+            return False
+        self._fh = fh
+        return True
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+class Store:
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+        (self.root / "calls").mkdir(parents=True, exist_ok=True)
+        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
+
+    # -- calls ---------------------------------------------------------------------------
+    def _call_path(self, key: str) -> Path:
+        return self.root / "calls" / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> CallRecord | None:
+        path = self._call_path(key)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # unreadable record: treat as missing, it will be recomputed
+        record = CallRecord.from_dict(data)
+        if record.output.get("blob") and not self.blob_path(
+            record.output["blob"], record.output.get("ext", "")
+        ).exists():
+            return None
+        return record
+
+    def put(self, record: CallRecord) -> None:
+        data = json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True, indent=1)
+        atomic_write_bytes(self._call_path(record.key), data.encode("utf-8"))
+
+    def lock(self, key: str) -> KeyLock:
+        return KeyLock(self.root / "locks" / key[:2] / f"{key}.lock")
+
+    # -- blobs ---------------------------------------------------------------------------
+    def blob_path(self, sha: str, ext: str) -> Path:
+        return self.root / "blobs" / sha[:2] / f"{sha}{('.' + ext) if ext else ''}"
+
+    def put_blob(self, data: bytes, ext: str) -> str:
+        sha = sha256_bytes(data)
+        path = self.blob_path(sha, ext)
+        if not path.exists():
+            atomic_write_bytes(path, data)
+        return sha

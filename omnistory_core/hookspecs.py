@@ -1,0 +1,66 @@
+"""Plugin hooks (pluggy project name ``omnistory``, entry-point group ``omnistory``).
+
+Each hook receives a ``register`` callback; call it once per thing you add.  Built-in components
+register through exactly these hooks (``omnistory_core.builtin``).
+
+Example plugin module (pointed at by ``[project.entry-points.omnistory] mymodel = "mypkg.plugin"``)::
+
+    from omnistory_core.hookspecs import hookimpl
+
+    @hookimpl
+    def register_planners(register):
+        register(MyPlanner)
+
+    @hookimpl
+    def register_config_paths(register):
+        register("pkg://mypkg.conf")   # a package holding planner/mymodel.yaml, system/*.yaml ...
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("omnistory")
+hookimpl = pluggy.HookimplMarker("omnistory")
+
+
+@hookspec
+def register_planners(register):
+    """Register :class:`omnistory_core.components.Planner` subclasses."""
+
+
+@hookspec
+def register_image_experts(register):
+    """Register :class:`omnistory_core.components.ImageExpert` subclasses."""
+
+
+@hookspec
+def register_tts_experts(register):
+    """Register :class:`omnistory_core.components.TTSExpert` subclasses."""
+
+
+@hookspec
+def register_backbones(register):
+    """Register backbone components (semi-orchestration and any-to-any models)."""
+
+
+@hookspec
+def register_metrics(register):
+    """Register :class:`omnistory_core.components.Metric` subclasses."""
+
+
+@hookspec
+def register_judges(register):
+    """Register :class:`omnistory_core.components.Judge` subclasses."""
+
+
+@hookspec
+def register_datasets(register):
+    """Register dataset loaders: ``register(name, loader)`` where ``loader(spec) -> list[StoryExample]``
+    and ``spec`` is the ``dataset`` config mapping."""
+
+
+@hookspec
+def register_config_paths(register):
+    """Register Hydra search-path entries (``pkg://package.conf`` or ``file:///abs/dir``) holding the
+    plugin's config groups; they are appended only for omnistory's own app."""

@@ -1,0 +1,233 @@
+"""Plugin loading (pluggy, entry-point group ``omnistory``) and the component registry.
+
+Every entry point is loaded inside its own try/except: a broken plugin costs one warning line naming
+its distribution and version, never the CLI.  Switches (environment variables):
+
+* ``OMNISTORY_STRICT_PLUGINS=1``: re-raise plugin errors (for plugin authors);
+* ``OMNISTORY_BLOCK_PLUGINS=a,b``: skip these entry-point or distribution names;
+* ``OMNISTORY_DISABLE_PLUGIN_AUTOLOAD=1``: load only the built-in plugin.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from omnistory_core import hookspecs
+from omnistory_core.components import Component
+
+ENTRY_POINT_GROUP = "omnistory"
+BUILTIN_PLUGIN = "omnistory_core.builtin"
+
+#: hook name -> component kind it registers
+COMPONENT_HOOKS: dict[str, str] = {
+    "register_planners": "planner",
+    "register_image_experts": "image",
+    "register_tts_experts": "tts",
+    "register_backbones": "backbone",
+    "register_metrics": "metric",
+    "register_judges": "judge",
+}
+
+
+class PluginError(Exception):
+    """A registration problem (unknown component name, wrong kind, ...)."""
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    distribution: str
+    version: str
+    registers: dict[str, list[str]] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class Registry:
+    components: dict[tuple[str, str], type[Component]] = field(default_factory=dict)
+    origins: dict[tuple[str, str], str] = field(default_factory=dict)
+    datasets: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    config_paths: list[str] = field(default_factory=list)
+    plugins: dict[str, PluginInfo] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def component(self, kind: str, name: str) -> type[Component]:
+        try:
+            return self.components[(kind, name)]
+        except KeyError:
+            known = sorted(n for k, n in self.components if k == kind)
+            raise PluginError(
+                f"no {kind} named {name!r} is registered; known {kind}s: {', '.join(known) or 'none'}"
+                " (run `python -m omnistory_core plugins` to see plugins and load errors)"
+            ) from None
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(n for k, n in self.components if k == kind)
+
+
+_lock = threading.Lock()
+_registry: Registry | None = None
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _warn(registry: Registry, message: str) -> None:
+    registry.warnings.append(message)
+    print(f"[omnistory] WARNING: {message}", file=sys.stderr)
+
+
+def _dist_of(module_name: str) -> tuple[str, str]:
+    top = module_name.split(".")[0]
+    for dist_name in md.packages_distributions().get(top, []):
+        try:
+            return dist_name, md.version(dist_name)
+        except md.PackageNotFoundError:
+            continue
+    return "unknown", "unknown"
+
+
+def _make_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("omnistory")
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> None:
+    """Call every register_* hook of one plugin, recording what it registers."""
+    plugin = pm.get_plugin(plugin_name)
+    info = registry.plugins[plugin_name]
+    for impl in pm.get_hookcallers(plugin) or []:
+        hook_name = impl.name
+        for hook_impl in impl.get_hookimpls():
+            if hook_impl.plugin_name != plugin_name:
+                continue
+            registered: list[str] = []
+            if hook_name in COMPONENT_HOOKS:
+                kind = COMPONENT_HOOKS[hook_name]
+
+                def register(cls: type[Component], _kind: str = kind, _acc=registered) -> None:
+                    if not (isinstance(cls, type) and issubclass(cls, Component)):
+                        raise PluginError(f"{cls!r} is not a Component subclass")
+                    if getattr(cls, "kind", None) != _kind:
+                        raise PluginError(
+                            f"{cls.__name__} has kind {getattr(cls, 'kind', None)!r},"
+                            f" cannot register it as {_kind}"
+                        )
+                    key = (_kind, cls.name)
+                    if key in registry.components and registry.components[key] is not cls:
+                        _warn(
+                            registry,
+                            f"{_kind} {cls.name!r} from plugin {plugin_name!r} ignored: already"
+                            f" registered by {registry.origins[key]!r}",
+                        )
+                        return
+                    registry.components[key] = cls
+                    registry.origins[key] = plugin_name
+                    _acc.append(f"{_kind}/{cls.name}")
+
+            elif hook_name == "register_datasets":
+
+                def register(name: str, loader: Callable[..., Any], _acc=registered) -> None:
+                    registry.datasets.setdefault(name, loader)
+                    _acc.append(f"dataset/{name}")
+
+            elif hook_name == "register_config_paths":
+
+                def register(path: str, _acc=registered) -> None:
+                    if path not in registry.config_paths:
+                        registry.config_paths.append(path)
+                    _acc.append(f"conf:{path}")
+
+            else:  # pragma: no cover - pluggy rejects unknown hooks in check_pending
+                continue
+            hook_impl.function(register=register)
+            for entry in registered:
+                kind = entry.split("/", 1)[0] if "/" in entry else "conf"
+                info.registers.setdefault(kind, []).append(entry.split("/", 1)[-1])
+
+
+def _register_plugin(
+    pm: pluggy.PluginManager, registry: Registry, name: str, load: Callable[[], Any],
+    dist: str, version: str, strict: bool,
+) -> None:
+    registry.plugins[name] = info = PluginInfo(name=name, distribution=dist, version=version)
+    snapshot = (dict(registry.components), dict(registry.origins), dict(registry.datasets),
+                list(registry.config_paths))
+    try:
+        module = load()
+        pm.register(module, name=name)
+        _collect(pm, registry, name)
+    except Exception as exc:
+        # Roll back whatever the plugin managed to register before failing.
+        (registry.components, registry.origins, registry.datasets,
+         registry.config_paths) = snapshot
+        info.registers = {}
+        if pm.has_plugin(name):
+            pm.unregister(name=name)
+        info.error = f"{type(exc).__name__}: {exc}"
+        if strict:
+            raise
+        _warn(
+            registry,
+            f"plugin {name!r} ({dist} {version}) not loaded: {info.error}"
+            " (set OMNISTORY_STRICT_PLUGINS=1 for the traceback)",
+        )
+
+
+def load_plugins(*, force: bool = False) -> Registry:
+    """Load the built-in and installed plugins once per process and return the registry."""
+    global _registry
+    with _lock:
+        if _registry is not None and not force:
+            return _registry
+        strict = _env_flag("OMNISTORY_STRICT_PLUGINS")
+        blocked = {
+            b.strip() for b in os.environ.get("OMNISTORY_BLOCK_PLUGINS", "").split(",") if b.strip()
+        }
+        registry = Registry()
+        pm = _make_manager()
+        core_version = _core_version()
+        _register_plugin(pm, registry, "builtin",
+                         lambda: importlib.import_module(BUILTIN_PLUGIN),
+                         "omnistory-core", core_version, strict=True)
+        if not _env_flag("OMNISTORY_DISABLE_PLUGIN_AUTOLOAD"):
+            seen: set[str] = {"builtin"}
+            for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+                dist = ep.dist.name if ep.dist else "unknown"
+                version = ep.dist.version if ep.dist else "unknown"
+                if ep.value == BUILTIN_PLUGIN or ep.name in seen:
+                    continue
+                seen.add(ep.name)
+                if ep.name in blocked or dist in blocked:
+                    registry.plugins[ep.name] = PluginInfo(ep.name, dist, version,
+                                                           error="blocked (OMNISTORY_BLOCK_PLUGINS)")
+                    continue
+                _register_plugin(pm, registry, ep.name, ep.load, dist, version, strict)
+        pm.check_pending()
+        _registry = registry
+        return registry
+
+
+def _core_version() -> str:
+    try:
+        return md.version("omnistory-core")
+    except md.PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+def reset_plugins() -> None:
+    """Forget the loaded registry (tests)."""
+    global _registry
+    with _lock:
+        _registry = None
