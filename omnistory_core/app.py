@@ -1,0 +1,224 @@
+"""The Hydra application: one job per system configuration, plus sweep-level callbacks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from omnistory_core.secrets import install_log_filter, redact
+
+log = logging.getLogger("omnistory")
+
+_DATASET_CACHE: dict[str, tuple[list, str]] = {}
+
+
+def dataset_spec(cfg: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg.dataset, resolve=True)  # type: ignore[return-value]
+
+
+def load_examples(spec: Mapping[str, Any]):
+    """Load and validate a dataset once per process; returns (examples, fingerprint)."""
+    from omnistory_core.data import fingerprint
+    from omnistory_core.plugins import load_plugins
+
+    cache_key = json.dumps(spec, sort_keys=True, default=str)
+    if cache_key not in _DATASET_CACHE:
+        registry = load_plugins()
+        name = str(spec.get("name"))
+        if name not in registry.datasets:
+            from omnistory_core.data import DatasetError
+
+            raise DatasetError(
+                f"no dataset named {name!r}; known: {', '.join(sorted(registry.datasets))}"
+            )
+        examples = registry.datasets[name](dict(spec))
+        _DATASET_CACHE[cache_key] = (examples, fingerprint(examples))
+    return _DATASET_CACHE[cache_key]
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@contextmanager
+def progress_bars(enabled: bool):
+    """Yield ``progress(label, total) -> advance(n)`` backed by rich progress bars on stderr."""
+    if not enabled:
+        yield lambda label, total: (lambda n: None)
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False, disable=not console.is_terminal and False,
+    ) as bars:
+        def progress(label: str, total: int):
+            task = bars.add_task(label, total=total)
+            return lambda n: bars.advance(task, n)
+
+        yield progress
+
+
+def component_manifest(component, registry) -> dict[str, Any]:
+    plugin = registry.plugins.get(registry.origins.get((component.kind, component.name), ""))
+    return {
+        "name": component.name,
+        "version": component.version,
+        "oracle": component.oracle,
+        "reads": list(component.reads),
+        "params": component.output_params(),
+        "plugin": plugin.name if plugin else None,
+        "distribution": plugin.distribution if plugin else None,
+        "distribution_version": plugin.version if plugin else None,
+    }
+
+
+def sum_usage(plans) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for outcome in plans.values():
+        for k, v in (outcome.usage or {}).items():
+            if isinstance(v, int | float):
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
+    """Run one system over the dataset and write its job directory."""
+    from omnistory_core.engine.job import STAGES, build_component, run_job
+    from omnistory_core.engine.outputs import materialize
+    from omnistory_core.engine.store import Store, atomic_write_bytes
+    from omnistory_core.plugins import load_plugins
+
+    started = time.time()
+    install_log_filter()
+    registry = load_plugins()
+    spec = dataset_spec(cfg)
+    examples, fingerprint = load_examples(spec)
+    components = {
+        stage: build_component(
+            registry, stage, OmegaConf.to_container(cfg[stage], resolve=True),
+            seed=int(cfg.seed), allow_oracle=bool(cfg.allow_oracle),
+        )
+        for stage in STAGES
+    }
+    oracle = any(c.oracle for c in components.values())
+    system_id = str(cfg.system_id)
+    label = f"{system_id}{' [ORACLE]' if oracle else ''}"
+    log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
+    store = Store(Path(cfg.engine.store).resolve())
+    with progress_bars(bool(cfg.engine.progress)) as progress:
+        result = run_job(
+            examples=examples, components=components, store=store,
+            retry_failures=bool(cfg.engine.retry_failures), progress=progress,
+        )
+    missing = materialize(output_dir, result, store)
+    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    manifest = {
+        "status": "complete",
+        "system_id": system_id,
+        "oracle": oracle,
+        "paradigm": str(cfg.paradigm),
+        "components": {s: component_manifest(c, registry) for s, c in components.items()},
+        "dataset": {**spec, "n_examples": len(examples), "fingerprint": fingerprint},
+        "seed": int(cfg.seed),
+        "store": str(store.root),
+        "n_examples": len(examples),
+        "missing": missing,
+        "usage": {"planner": sum_usage(result.plans)},
+        "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
+        "config": plain_cfg,
+        "plugins": {
+            name: {"distribution": p.distribution, "version": p.version, "error": p.error}
+            for name, p in sorted(registry.plugins.items())
+        },
+        "omnistory_core_version": registry.plugins["builtin"].version,
+        "git_revision": git_revision(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": sys.argv,
+        "started": started,
+        "seconds": round(time.time() - started, 3),
+    }
+    text = json.dumps(redact(manifest), indent=2, ensure_ascii=False, default=str) + "\n"
+    atomic_write_bytes(output_dir / "manifest.json", text.encode("utf-8"))
+    log.info(
+        "wrote %s (missing: text %d, image %d, speech %d)",
+        output_dir, missing["text"], missing["image"], missing["speech"],
+    )
+    return manifest
+
+
+def sum_stats(job_dirs: list[Path]) -> dict[str, Any]:
+    totals: dict[str, dict[str, int]] = {}
+    for job in job_dirs:
+        path = job / "stats.json"
+        if not path.exists():
+            continue
+        for key, counts in json.loads(path.read_text())["components"].items():
+            acc = totals.setdefault(key, {"calls": 0, "cache_hits": 0, "failures": 0, "loads": 0})
+            for k in acc:
+                acc[k] += int(counts.get(k, 0))
+    return {"components": dict(sorted(totals.items())), "jobs": len(job_dirs)}
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    return sorted(p.parent for p in sweep_dir.glob("*/stats.json"))
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object  # type: ignore[assignment,misc]
+
+
+class SweepCallback(Callback):  # type: ignore[misc]
+    """Validates the dataset before any job starts and sums job stats at the end of a sweep."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        install_log_filter()
+        load_examples(dataset_spec(config))  # raises DatasetError before any generation
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from omnistory_core.engine.store import atomic_write_bytes
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        stats = sum_stats(job_dirs(sweep_dir))
+        atomic_write_bytes(
+            sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
+        )
+        log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
+
+
+def output_dir_of_current_job() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def task(cfg: DictConfig) -> None:
+    run(cfg, output_dir_of_current_job())
+
+
+os.environ.setdefault("HYDRA_FULL_ERROR", "0")

@@ -1,0 +1,44 @@
+"""``python -m omnistory_core plugins``: what is installed, what it registers, what failed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="omnistory plugins", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    rows = []
+    for name, info in sorted(registry.plugins.items(), key=lambda kv: (kv[0] != "builtin", kv[0])):
+        rows.append({
+            "plugin": name,
+            "distribution": info.distribution,
+            "version": info.version,
+            "registers": {k: sorted(v) for k, v in sorted(info.registers.items())},
+            "error": info.error,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="omnistory plugins")
+    for col in ("plugin", "distribution", "version", "kind", "names", "load error"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        kinds = row["registers"] or {"-": []}
+        for n, (kind, names) in enumerate(kinds.items()):
+            table.add_row(
+                row["plugin"] if n == 0 else "", row["distribution"] if n == 0 else "",
+                row["version"] if n == 0 else "", kind, ", ".join(names) or "-",
+                (row["error"] or "") if n == 0 else "",
+            )
+    Console().print(table)
+    return 0

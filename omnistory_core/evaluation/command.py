@@ -1,0 +1,124 @@
+"""``python -m omnistory_core evaluate RUN_DIR``: metrics and judges over every system of a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+DEFAULT_METRICS = ("bertscore", "clip", "speech_meta")
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def evaluator_config(kind: str, name: str, overrides: list[str]) -> dict[str, Any]:
+    """The evaluator's yaml (core or plugin, found on Hydra's search path) plus ``--set`` overrides."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import MissingConfigException
+    from omegaconf import OmegaConf
+
+    prefix = f"{kind}."
+    own = [o[len(prefix) + len(name) + 1:] for o in overrides if o.startswith(f"{prefix}{name}.")]
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="omnistory_core.conf", version_base="1.3"):
+        try:
+            cfg = compose(config_name=f"{kind}/{name}", overrides=own)
+        except MissingConfigException:
+            cfg = OmegaConf.create({"name": name})
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(own))
+    data = OmegaConf.to_container(cfg, resolve=True)
+    # configs stored in a group may come back nested under the group name
+    while isinstance(data, dict) and set(data) == {kind}:
+        data = data[kind]
+    if isinstance(data, dict) and name in data and "name" not in data:
+        data = data[name]
+    return data  # type: ignore[return-value]
+
+
+def build_evaluators(metrics: list[str], judges: list[str], overrides: list[str]):
+    from omnistory_core.engine.job import build_component
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    out = []
+    for kind, names in (("metric", metrics), ("judge", judges)):
+        for name in names:
+            spec = evaluator_config(kind, name, overrides)
+            spec.setdefault("name", name)
+            out.append(build_component(registry, kind, spec, seed=0, allow_oracle=False))
+    return out
+
+
+def run_evaluation(
+    run_dir: Path,
+    *,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str] | None = None,
+    store_path: Path | None = None,
+    retry_failures: bool = False,
+    progress_enabled: bool = True,
+) -> Path:
+    from omnistory_core.app import load_examples, progress_bars
+    from omnistory_core.engine.store import Store
+    from omnistory_core.evaluation.runner import (
+        RunDirError, discover_systems, evaluate_systems, merge_rows,
+    )
+    from omnistory_core.evaluation.scores import read_scores, write_scores
+
+    systems = discover_systems(run_dir)
+    if not systems:
+        raise RunDirError(f"{run_dir}: no complete job directory (manifest.json) found")
+    fingerprints = {s.manifest["dataset"].get("fingerprint") for s in systems}
+    if len(fingerprints) > 1:
+        raise RunDirError(f"{run_dir}: systems were run on different datasets: {fingerprints}")
+    spec = {k: v for k, v in systems[0].manifest["dataset"].items()
+            if k not in ("n_examples", "fingerprint")}
+    examples, _ = load_examples(spec)
+    store = Store(store_path or Path(systems[0].manifest.get("store") or run_dir / "store"))
+    evaluators = build_evaluators(metrics, judges, overrides or [])
+    with progress_bars(progress_enabled) as progress:
+        result = evaluate_systems(systems, examples, evaluators, store, progress=progress,
+                                  retry_failures=retry_failures)
+    scores_path = run_dir / "scores.jsonl"
+    existing = list(read_scores(scores_path)) if scores_path.exists() else []
+    write_scores(scores_path, merge_rows(existing, result.rows))
+    stats = {
+        "components": {k: s.to_dict() for k, s in sorted(result.stats.items())},
+        "items": result.items,
+        "naive_items": len(systems) * len(examples),
+    }
+    (run_dir / "evaluation_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    return scores_path
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="omnistory evaluate", description=__doc__)
+    parser.add_argument("run_dir", type=Path, help="a sweep directory or one job directory")
+    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
+                        help="comma-separated metric names ('' for none)")
+    parser.add_argument("--judges", default="", help="comma-separated judge ids")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="override an evaluator parameter, e.g. metric.bertscore.batch_size=8")
+    parser.add_argument("--store", type=Path, default=None, help="store directory (default: the "
+                        "one recorded in the job manifests)")
+    parser.add_argument("--retry-failures", action="store_true")
+    parser.add_argument("--no-report", action="store_true", help="do not rebuild the report")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    scores = run_evaluation(
+        args.run_dir, metrics=_split(args.metrics), judges=_split(args.judges),
+        overrides=args.overrides, store_path=args.store, retry_failures=args.retry_failures,
+        progress_enabled=not args.no_progress,
+    )
+    print(f"scores: {scores}")
+    if not args.no_report:
+        from omnistory_core.report.command import build_report
+
+        out = build_report(scores, args.run_dir / "report", run_dir=args.run_dir)
+        print(f"report: {out}")
+    return 0

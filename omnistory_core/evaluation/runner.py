@@ -1,0 +1,202 @@
+"""Evaluator-major scoring of a whole sweep.
+
+Each metric or judge is loaded once (on its first cache miss) and scores every item of every system
+in the run directory.  Items are keyed like any other call (evaluator + version + params + content
+hashes of exactly the inputs it reads), so a narration shared by several systems is scored once,
+re-running resumes where it stopped, and a fully scored sweep loads no model.  Every (system,
+example) gets its rows: a missing output becomes ``missing_output`` rows without any call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import Evaluator, Media
+from omnistory_core.contract import StoryExample
+from omnistory_core.engine.hashing import sha256_file
+from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.evaluation.scores import ScoreRow
+
+CANDIDATE_MODALITY = {
+    "candidate_text": "text",
+    "candidate_image": "image",
+    "candidate_speech": "speech",
+}
+
+
+class RunDirError(Exception):
+    """A run directory that cannot be evaluated."""
+
+
+@dataclass
+class SystemOutputs:
+    system: str
+    job_dir: Path
+    manifest: dict[str, Any]
+    records: dict[int, dict[str, Any]]
+    plans: dict[int, dict[str, Any]]
+
+
+@dataclass
+class EvaluationResult:
+    rows: list[ScoreRow]
+    stats: dict[str, ComponentStats] = field(default_factory=dict)
+    items: dict[str, int] = field(default_factory=dict)  # evaluator -> items needing a score
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise RunDirError(f"{path}:{n}: invalid JSON: {exc}") from exc
+    return rows
+
+
+def discover_systems(run_dir: Path) -> list[SystemOutputs]:
+    """Complete job directories (those with a manifest) below ``run_dir`` (or ``run_dir`` itself)."""
+    candidates = [run_dir] if (run_dir / "manifest.json").exists() else sorted(
+        p.parent for p in run_dir.glob("*/manifest.json")
+    )
+    systems = []
+    for job in candidates:
+        manifest = json.loads((job / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("status") != "complete":
+            continue
+        systems.append(
+            SystemOutputs(
+                system=str(manifest["system_id"]),
+                job_dir=job,
+                manifest=manifest,
+                records={r["index"]: r for r in _read_jsonl(job / "records.jsonl")},
+                plans={r["index"]: r for r in _read_jsonl(job / "plans.jsonl")},
+            )
+        )
+    names = [s.system for s in systems]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise RunDirError(f"{run_dir}: several job directories claim system ids {sorted(dupes)}")
+    return systems
+
+
+class _Hasher:
+    def __init__(self) -> None:
+        self.cache: dict[str, Media] = {}
+
+    def __call__(self, path: Path) -> Media:
+        key = str(path)
+        if key not in self.cache:
+            self.cache[key] = Media(path=key, sha256=sha256_file(key))
+        return self.cache[key]
+
+
+def candidate_pool(
+    system: SystemOutputs, example: StoryExample, media: _Hasher
+) -> tuple[dict[str, Any], set[str]]:
+    """All evaluation inputs for one (system, example) and the candidate inputs that are missing."""
+    pool: dict[str, Any] = {
+        "current_image": media(Path(example.current.image)),
+        "current_text": example.current.text,
+        "metadata": example.metadata,
+        "conditions": example.conditions,
+        "reference_text": example.reference.next_page.text,
+        "reference_image": media(Path(example.reference.next_page.image)),
+        "reference_speech": example.reference.speech.to_dict(),
+    }
+    missing: set[str] = set()
+    record = system.records.get(example.index, {})
+    for name, modality in CANDIDATE_MODALITY.items():
+        entry = record.get(modality) or {}
+        path = system.job_dir / entry["path"] if entry.get("status") == "ok" else None
+        if path is None or not path.exists():
+            missing.add(name)
+        elif modality == "text":
+            pool[name] = path.read_text(encoding="utf-8")
+        else:
+            pool[name] = media(path)
+    plan = (system.plans.get(example.index) or {}).get("plan")
+    if plan is None:
+        missing.add("candidate_plan")
+    else:
+        pool["candidate_plan"] = plan
+    return pool, missing
+
+
+def rows_for(
+    evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | None
+) -> list[ScoreRow]:
+    kind = evaluator.kind
+    base = dict(system=system, example_id=example_id, kind=kind, track=evaluator.track,
+                evaluator=evaluator.name)
+    if outcome is None:
+        return [ScoreRow(**base, criterion=c, score=None, status="missing_output")
+                for c in evaluator.criteria]
+    scores = outcome.output.get("scores") or {} if outcome.status == "ok" else {}
+    ok = outcome.status == "ok" and outcome.output.get("status", "ok") == "ok"
+    rows = []
+    for criterion in evaluator.criteria:
+        value = scores.get(criterion)
+        if ok and value is not None:
+            rows.append(ScoreRow(**base, criterion=criterion, score=float(value), status="ok"))
+        else:
+            rows.append(ScoreRow(**base, criterion=criterion, score=None, status="invalid"))
+    return rows
+
+
+def evaluate_systems(
+    systems: list[SystemOutputs],
+    examples: list[StoryExample],
+    evaluators: Iterable[Evaluator],
+    store: Store,
+    *,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    retry_failures: bool = False,
+) -> EvaluationResult:
+    progress = progress or (lambda label, total: (lambda n: None))
+    media = _Hasher()
+    pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
+    for s, system in enumerate(systems):
+        for example in examples:
+            pools[(s, example.index)] = candidate_pool(system, example, media)
+    result = EvaluationResult(rows=[])
+    for evaluator in evaluators:
+        stats = result.stats.setdefault(evaluator.key(), ComponentStats())
+        items, owners = [], []
+        for s, system in enumerate(systems):
+            for example in examples:
+                pool, missing = pools[(s, example.index)]
+                owners.append((system.system, example.id))
+                if missing & set(evaluator.reads):
+                    items.append(None)
+                else:
+                    items.append({name: pool[name] for name in evaluator.reads})
+        stage_items = [StageItem(n, item) for n, item in enumerate(items) if item is not None]
+        result.items[evaluator.key()] = len(stage_items)
+        lazy = LazyComponent(evaluator, stats)
+        outcomes = run_stage(
+            lazy, stage_items, store, retry_failures=retry_failures,
+            advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
+        )
+        finalize = getattr(evaluator, "finalize_stage", None)
+        if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
+            outcomes = finalize(outcomes, store) or outcomes
+        lazy.release()
+        for n, (system_id, example_id) in enumerate(owners):
+            result.rows.extend(rows_for(evaluator, system_id, example_id, outcomes.get(n)))
+    return result
+
+
+def merge_rows(existing: Iterable[ScoreRow], new: list[ScoreRow]) -> list[ScoreRow]:
+    """Replace the rows of the evaluators just run; keep everything else already in the table."""
+    replaced = {(r.kind, r.evaluator) for r in new}
+    kept = [r for r in existing if (r.kind, r.evaluator) not in replaced]
+    return kept + new
