@@ -1,0 +1,65 @@
+"""Deterministic voice choice shared by the TTS experts.
+
+A character must sound the same on every page of a book, in every process and every run, so a
+speaker's voice is derived from the speaker name with SHA-256 (Python's ``hash()`` is salted per
+process and would change voices between runs).  When the plan carries no usable gender, the gender
+is derived from the name as well: half of all names map to each gender, so a system never defaults
+every unlabelled character to one gender.
+
+Pure standard library; no TTS backend is imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from omnistory_core.contract import GENDERS
+
+T = TypeVar("T")
+
+
+def speaker_key(speaker: str) -> str:
+    """The normalised speaker identity: case and surrounding/inner whitespace do not matter, so
+    ``"Little  Bear"`` and ``"little bear "`` get the same voice."""
+    return " ".join(str(speaker).split()).casefold()
+
+
+def stable_choice(key: str, options: Sequence[T]) -> T:
+    """Pick one of ``options`` from ``key``, identically in every process (SHA-256 based).
+
+    Uniform over the options for varied keys (64 bits of the digest modulo ``len(options)``; the
+    modulo bias is below 1e-17 for any realistic number of options).
+    """
+    if len(options) == 0:
+        raise ValueError(f"stable_choice({key!r}): no options to choose from")
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return options[int.from_bytes(digest[:8], "big") % len(options)]
+
+
+def resolve_gender(gender: str | None, speaker: str) -> str:
+    """``"female"``/``"male"`` (any case, surrounding whitespace ignored) are kept; anything else
+    (missing, empty, unknown) becomes a deterministic, gender-balanced choice from the speaker
+    name."""
+    label = (gender or "").strip().casefold()
+    if label in GENDERS:
+        return label
+    return stable_choice("gender:" + speaker_key(speaker), GENDERS)
+
+
+def voice_for(speaker: str, gender: str | None, voices_by_gender: Mapping[str, Sequence[T]]) -> T:
+    """The voice of ``speaker``: the resolved gender's list, indexed by a stable hash of the name.
+
+    The name's hash is salted differently from the one in :func:`resolve_gender`, so the variant
+    chosen within a gender is independent of how the gender was obtained.
+    """
+    resolved = resolve_gender(gender, speaker)
+    if resolved not in voices_by_gender:
+        raise KeyError(
+            f"voice_for: no voices for gender {resolved!r} (have {sorted(voices_by_gender)})"
+        )
+    return stable_choice("voice:" + speaker_key(speaker), voices_by_gender[resolved])
+
+
+__all__ = ["resolve_gender", "speaker_key", "stable_choice", "voice_for"]
