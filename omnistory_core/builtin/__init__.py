@@ -23,10 +23,10 @@ def register_image_experts(register):
 
 @hookimpl
 def register_tts_experts(register):
-    from omnistory_core.builtin import espeak_tts, null_tts
+    from omnistory_core.builtin import espeak_tts, noop_tts
 
     register(espeak_tts.EspeakTTS)
-    register(null_tts.NullTTS)
+    register(noop_tts.NoopTTS)
 
 
 @hookimpl

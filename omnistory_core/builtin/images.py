@@ -1,4 +1,4 @@
-"""Offline image experts: ``copy`` (current page), ``oracle`` (reference page), ``null``."""
+"""Offline image experts: ``copy`` (current page), ``oracle`` (reference page), ``noop``."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ class OracleImage(ImageExpert):
         return item["reference_image"].open_image()
 
 
-class NullImage(ImageExpert):
+class NoopImage(ImageExpert):
     """A small flat image whose colour depends on the prompt: framework-overhead measurements."""
 
-    name = "null"
+    name = "noop"
     version = "1"
     reads = ("image_prompt",)
     runtime_params = ("delay_s",)
@@ -53,4 +53,4 @@ class NullImage(ImageExpert):
         return Image.new("RGB", (size, size), rgb)
 
 
-IMAGE_EXPERTS = (CopyImage, OracleImage, NullImage)
+IMAGE_EXPERTS = (CopyImage, OracleImage, NoopImage)

@@ -1,4 +1,4 @@
-"""Offline planners: ``template``, ``copy``, ``oracle`` (reference; metric validation only), ``null``."""
+"""Offline planners: ``template``, ``copy``, ``oracle`` (reference; metric validation only), ``noop``."""
 
 from __future__ import annotations
 
@@ -174,13 +174,13 @@ class OraclePlanner(Planner):
         return PlannerResponse(_plan_json(item["reference_text"], scene, speech))
 
 
-class NullPlanner(Planner):
+class NoopPlanner(Planner):
     """A constant plan, one call per example: measures framework overhead.
 
     ``delay_s`` (runtime only, not in the cache key) simulates model latency.
     """
 
-    name = "null"
+    name = "noop"
     version = "1"
     reads = ("current_text",)
     runtime_params = ("delay_s",)
@@ -193,4 +193,4 @@ class NullPlanner(Planner):
         return PlannerResponse(_plan_json("Nothing happens.", "a blank page", speech))
 
 
-PLANNERS = (TemplatePlanner, CopyPlanner, OraclePlanner, NullPlanner)
+PLANNERS = (TemplatePlanner, CopyPlanner, OraclePlanner, NoopPlanner)

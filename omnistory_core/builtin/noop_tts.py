@@ -1,4 +1,4 @@
-"""``tts=null``: a short quiet tone per utterance, for framework-overhead measurements."""
+"""``tts=noop``: a short quiet tone per utterance, for framework-overhead measurements."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from omnistory_core.components import Audio, TTSExpert
 
 
-class NullTTS(TTSExpert):
-    name = "null"
+class NoopTTS(TTSExpert):
+    name = "noop"
     version = "1"
     runtime_params = ("delay_s",)
     description = "0.25 s tone (framework-overhead measurements)"
