@@ -1,0 +1,21 @@
+"""Importing the core and discovering plugins must not import torch or other heavy stacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("torch", "transformers", "diffusers", "vllm", "matplotlib", "scipy", "openai", "anthropic")
+
+
+def test_import_and_plugin_discovery_stay_light() -> None:
+    code = (
+        "import sys, omnistory_core, omnistory_core.contract, omnistory_core.plan,"
+        " omnistory_core.components, omnistory_core.engine.job, omnistory_core.app\n"
+        "from omnistory_core.plugins import load_plugins\n"
+        "registry = load_plugins()\n"
+        "assert registry.names('planner'), 'no planners registered'\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"heavy modules imported: {out.stdout.strip()}"

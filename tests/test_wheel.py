@@ -1,0 +1,51 @@
+"""The Hydra configs and the demo dataset work from a non-editable wheel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(wheels), str(ROOT)],
+        check=True, capture_output=True, text=True,
+    )
+    wheel = next(wheels.glob("omnistory_core-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "omnistory_core/conf/config.yaml" in names
+    assert "omnistory_core/conf/system/template_copy_espeak.yaml" in names
+    assert "hydra_plugins/omnistory_core_searchpath/__init__.py" in names
+    assert any(n.startswith("omnistory_core/data/demo/data/") for n in names)
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+         str(wheel)],
+        check=True, capture_output=True, text=True,
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import omnistory_core, omnistory_core.conf as c;"
+         "print(omnistory_core.__file__); print(list(c.__path__)[0])"],
+        cwd=work, env=env, check=True, capture_output=True, text=True,
+    ).stdout.split()
+    assert all(w.startswith(str(target)) for w in where), where
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnistory_core", "-m", "suite=demo", "dataset.limit=2",
+         "output_root=out", "engine.progress=false"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for system in ("template_copy_espeak", "copy_copy_espeak"):
+        assert (work / f"out/sweeps/demo/{system}/manifest.json").exists()
+        assert (work / f"out/sweeps/demo/{system}/speech/1/generated.wav").exists()
