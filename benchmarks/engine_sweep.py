@@ -19,12 +19,15 @@ import time
 from pathlib import Path
 
 GRID = ["planner=template,copy", "image=copy,noop", "tts=espeak,noop"]
+#: the same grid shape with every model call taking 50 ms, like a (fast) real model would
+SLOW_GRID = ["planner=noop", "image=noop,copy", "tts=noop", "++planner.delay_s=0.05",
+             "++image.delay_s=0.05", "++tts.delay_s=0.05", "sweep_name=latency"]
 
 
-def sweep(root: Path) -> float:
+def sweep(root: Path, grid: list[str] = GRID) -> float:
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "-m", *GRID, "output_root=out",
+        [sys.executable, "-m", "omnistory_core", "-m", *grid, "output_root=out",
          "engine.progress=false"],
         cwd=root, check=True, capture_output=True, text=True,
     )
@@ -69,6 +72,8 @@ def main() -> int:
         stats2 = json.loads((root / "out/sweeps/demo/sweep_stats.json").read_text())
         calls2 = sum(c["calls"] for c in stats2["components"].values())
         loads2 = sum(c["loads"] for c in stats2["components"].values())
+        slow_first = sweep(root, SLOW_GRID)
+        slow_second = sweep(root, SLOW_GRID)
     cold, warm, n = overhead(args.repeats)
     naive = jobs * n * 3
     print(f"grid sweep: {' '.join(GRID)} on the demo ({jobs} jobs x {n} examples)")
@@ -79,6 +84,8 @@ def main() -> int:
     print(f"  wall time, first run          : {first:.2f} s")
     print(f"  wall time, cached re-run      : {second:.2f} s  (ratio {second / first:.3f}; "
           f"calls {calls2}, model loads {loads2})")
+    print(f"simulated 50 ms/call: {' '.join(SLOW_GRID[:3])}: first {slow_first:.2f} s, cached"
+          f" re-run {slow_second:.2f} s (ratio {slow_second / slow_first:.3f})")
     print(f"framework overhead per (system, example), noop components, best of {args.repeats}:")
     print(f"  cold store                    : {cold * 1000:.2f} ms")
     print(f"  cached                        : {warm * 1000:.2f} ms  (ratio {warm / cold:.3f})")
