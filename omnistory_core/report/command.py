@@ -1,0 +1,244 @@
+"""``python -m omnistory_core report``: leaderboard, statistics, figures and the HTML report.
+
+    report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
+
+Works on whatever has been scored so far: missing systems, missing examples and partial rows only
+make the affected numbers undefined (shown as —), never the report fail.  The end-of-sweep hook
+calls :func:`build_report` directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from omnistory_core.analysis.bootstrap import DEFAULT_DRAWS, DEFAULT_SEED
+
+_OPTIONS = {
+    "bootstrap": DEFAULT_DRAWS,
+    "seed": DEFAULT_SEED,
+    "weight_draws": 10_000,
+    "html": True,
+    "print_table": True,
+    "console": None,
+    "panels": None,
+}
+
+
+def load_examples(runs: dict[str, Any]) -> list | None:
+    """Dataset examples for the per-example pages, via the ``dataset`` spec of a manifest.
+
+    Returns None (pages then show outputs and scores only) when no manifest names a dataset.
+    """
+    specs = [r.manifest.get("dataset") for r in runs.values() if r.manifest.get("dataset")]
+    if not specs:
+        return None
+    from omnistory_core.data import load_dataset  # imported lazily: optional for the report
+
+    return list(load_dataset(specs[0]))
+
+
+def build_report(
+    scores_path: str | Path,
+    out_dir: str | Path,
+    run_dir: str | Path | None = None,
+    examples: Sequence | None = None,
+    **options: Any,
+) -> Path:
+    """Build the full report into ``out_dir`` and return ``out_dir``.
+
+    Options: ``bootstrap`` (draws, default 20,000), ``seed`` (20260925), ``weight_draws``
+    (10,000), ``html`` (True), ``print_table`` (True), ``console`` (a rich Console), ``panels``
+    (explicit judge panels for the agreement tables).  ``examples`` are the dataset's
+    StoryExamples; when omitted and ``run_dir`` is given they are loaded from a manifest's
+    ``dataset`` spec.
+    """
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"build_report got unknown options: {sorted(unknown)}")
+    opt = {**_OPTIONS, **options}
+
+    from omnistory_core.analysis.correlations import correlation_matrix
+    from omnistory_core.analysis.cube import build_cube
+    from omnistory_core.analysis.failures import failure_table, plan_error_counts
+    from omnistory_core.analysis.frame import load_scores_frame
+    from omnistory_core.analysis.leaderboard import leaderboard, modality_frame
+    from omnistory_core.analysis.statistics import StatisticsOptions, compute_statistics
+    from omnistory_core.report import figures as fig
+    from omnistory_core.report.rundir import (
+        failures_frame,
+        lengths_frame,
+        read_run_dir,
+        system_info,
+    )
+    from omnistory_core.report.tables import write_leaderboard, write_table
+    from omnistory_core.report.terminal import print_leaderboard
+
+    scores_path, out_dir = Path(scores_path), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame = load_scores_frame(scores_path)
+    cube = build_cube(frame, source=str(scores_path))
+    lb = leaderboard(cube)
+
+    runs = read_run_dir(run_dir) if run_dir is not None else {}
+    notes = []
+    unscored = sorted(set(runs) - set(cube.systems))
+    if unscored:
+        notes.append(f"Systems in the run directory without scores yet: {', '.join(unscored)}.")
+    if examples is None and runs:
+        try:
+            examples = load_examples(runs)
+        except Exception as exc:  # noqa: BLE001 - the report must still build without the dataset
+            notes.append(f"Dataset examples could not be loaded ({exc}); pages show outputs only.")
+            examples = None
+    info = system_info(runs, list(cube.systems) + unscored)
+    paradigms = {s: p for s, p in info["paradigm"].items() if p != "unknown"} or None
+
+    failures = failures_frame(runs) if runs else pd.DataFrame()
+    lengths = lengths_frame(runs) if runs else None
+    reference_lengths = None
+    if examples:
+        from omnistory_core.analysis.length import narration_length
+
+        reference_lengths = [narration_length(e.reference.next_page.text) for e in examples]
+
+    write_leaderboard(lb, info, out_dir)
+    if opt["print_table"]:
+        print_leaderboard(lb, info, opt["console"])
+
+    stats = compute_statistics(
+        frame,
+        cube,
+        lb,
+        paradigms=paradigms,
+        lengths=lengths,
+        reference_lengths=reference_lengths,
+        options=StatisticsOptions(
+            draws=int(opt["bootstrap"]),
+            seed=int(opt["seed"]),
+            weight_draws=int(opt["weight_draws"]),
+            panels=opt["panels"],
+        ),
+    )
+    tables_dir = out_dir / "tables"
+    table_links = []
+    if not failures.empty:
+        stats["failures"] = _failures_stat(failure_table(failures))
+    for stem, table in stats.items():
+        write_table(table.frame, tables_dir, stem, table.title, table.note)
+        table_links.append((table.title, stem))
+
+    fig_dir = out_dir / "figures"
+    plan_errors = plan_error_counts(failures) if runs else None
+    criteria_image = stats.get("criterion_scores_image")
+    criteria_frame = (
+        criteria_image.frame.set_index("system") if criteria_image is not None else pd.DataFrame()
+    )
+    figures = [
+        ("Figure 3: Total Average ranking by paradigm", fig.ranking_figure(lb, info, fig_dir)),
+        (
+            "Figure 4: JSON errors and missing outputs per modality",
+            fig.missing_figure(lb, info, fig_dir, plan_errors),
+        ),
+        ("Figure 13: valid-only vs zero-filled", fig.valid_vs_zero_figure(lb, info, fig_dir)),
+        (
+            "Modality correlation heatmap (valid-only)",
+            fig.correlation_heatmap(
+                correlation_matrix(
+                    modality_frame(lb, "valid").dropna(),
+                    ["text", "image", "speech", "omni", "total"],
+                ),
+                fig_dir,
+            ),
+        ),
+        (
+            "Figure 6: image-judge scores by category and paradigm",
+            fig.image_categories_figure(criteria_frame, info, fig_dir),
+        ),
+    ]
+
+    if opt["html"]:
+        from omnistory_core.report.html import ReportContext, write_html_report
+
+        inline = [
+            (stats[k].title, stats[k].frame)
+            for k in (
+                "bootstrap_totals",
+                "bottleneck_valid",
+                "bottleneck_zero",
+                "paradigm_means",
+                "partial_correlations_valid",
+            )
+            if k in stats and not stats[k].frame.empty
+        ]
+        excluded = stats["judge_coverage"].frame
+        excluded = excluded[excluded["excluded_valid_only"]]
+        if not excluded.empty:
+            inline.insert(0, ("Judges left out of valid-only means (no valid example)", excluded))
+        write_html_report(
+            ReportContext(
+                out_dir=out_dir,
+                lb=lb,
+                info=info,
+                cube=cube,
+                frame=frame,
+                figures=figures,
+                tables=table_links,
+                inline_tables=inline,
+                runs=runs,
+                examples=examples,
+                notes=notes,
+            )
+        )
+    return out_dir
+
+
+def _failures_stat(table: pd.DataFrame):
+    from omnistory_core.analysis.statistics import StatTable
+
+    return StatTable("Failed outputs per system, modality and category (run records)", table)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m omnistory_core report",
+        description="Leaderboard (valid-only and zero-filled), statistics, figures and the HTML "
+        "report from a scores table.",
+    )
+    p.add_argument("--scores", required=True, type=Path, help="scores.jsonl")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--run-dir", type=Path, help="run directory (system folders) for the HTML pages")
+    p.add_argument("--bootstrap", type=int, default=DEFAULT_DRAWS, help="bootstrap draws")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    p.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point; ``argv`` excludes the word ``report``.  Returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.bootstrap < 1:
+        print("error: --bootstrap must be at least 1", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    try:
+        out = build_report(
+            args.scores,
+            args.out,
+            run_dir=args.run_dir,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            html=not args.no_html,
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = out / "index.html" if not args.no_html else out / "leaderboard.md"
+    print(f"report written to {where} ({time.perf_counter() - start:.1f} s)")
+    return 0

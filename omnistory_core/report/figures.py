@@ -1,0 +1,244 @@
+"""Report figures with matplotlib (Agg canvas, no pyplot state): PNG + SVG each.
+
+Figure 3 (Total Average ranking by paradigm), Figure 4 (missing outputs per modality), Figure 13
+(valid-only vs zero-filled), the modality correlation heatmap, and Figure 6 (image-judge category
+scores by paradigm).  Oracle systems are hatched and labelled.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PARADIGM_COLORS: dict[str, str] = {
+    "orchestration": "#1f77b4",
+    "semi-orchestration": "#ff7f0e",
+    "any-to-any": "#2ca02c",
+    "baseline": "#7f7f7f",
+    "unknown": "#bcbcbc",
+}
+MODALITY_COLORS = {"text": "#4c72b0", "image": "#dd8452", "speech": "#55a868", "plan": "#c44e52"}
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, out_dir: Path, stem: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / f"{stem}.png"
+    fig.savefig(png, format="png", bbox_inches="tight")
+    fig.savefig(out_dir / f"{stem}.svg", format="svg", bbox_inches="tight", metadata={"Date": None})
+    return png
+
+
+def _paradigm(info: pd.DataFrame, system: str) -> str:
+    if system in info.index and info.loc[system, "paradigm"] in PARADIGM_COLORS:
+        return str(info.loc[system, "paradigm"])
+    return "unknown"
+
+
+def _oracle(info: pd.DataFrame, system: str) -> bool:
+    return bool(system in info.index and info.loc[system, "oracle"])
+
+
+def _label(info: pd.DataFrame, system: str) -> str:
+    return f"{system} (ORACLE)" if _oracle(info, system) else system
+
+
+def _legend(ax, paradigms: list[str], oracle: bool) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=PARADIGM_COLORS[p], label=p) for p in paradigms]
+    if oracle:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="oracle"))
+    if handles:
+        ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=True)
+
+
+def _empty(ax, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def ranking_figure(lb: pd.DataFrame, info: pd.DataFrame, out_dir: Path) -> Path:
+    """Figure 3: Total Average ranking coloured by paradigm (best at the top)."""
+    data = lb[lb["total"].notna()]
+    fig = _figure(8, 1.2 + 0.28 * max(len(data), 1))
+    ax = fig.add_subplot()
+    if data.empty:
+        _empty(ax, "No system has a complete Total Average yet")
+        return _save(fig, out_dir, "fig3_total_ranking")
+    y = np.arange(len(data))[::-1]
+    systems = list(data["system"])
+    colors = [PARADIGM_COLORS[_paradigm(info, s)] for s in systems]
+    bars = ax.barh(y, data["total"], color=colors, edgecolor="black", linewidth=0.4)
+    for bar, s in zip(bars, systems, strict=True):
+        if _oracle(info, s):
+            bar.set_hatch("///")
+    for yy, v in zip(y, data["total"], strict=True):
+        ax.text(v + 0.05, yy, f"{v:.2f}", va="center", fontsize=7)
+    ax.set_yticks(y, [_label(info, s) for s in systems], fontsize=8)
+    ax.set_xlim(0, max(10.0, float(data["total"].max()) + 0.6))
+    ax.set_xlabel("Total Average (valid-only)")
+    ax.set_title("Omni-StoryBench ranking by Total Average")
+    present = [p for p in PARADIGM_COLORS if any(_paradigm(info, s) == p for s in systems)]
+    _legend(ax, present, any(_oracle(info, s) for s in systems))
+    return _save(fig, out_dir, "fig3_total_ranking")
+
+
+def missing_figure(
+    lb: pd.DataFrame, info: pd.DataFrame, out_dir: Path, plan_errors: pd.Series | None = None
+) -> Path:
+    """Figure 4: plan (JSON) errors and missing outputs per modality, systems with any failure."""
+    plan = plan_errors if plan_errors is not None else pd.Series(dtype="int64")
+    table = pd.DataFrame(
+        {
+            "plan": [int(plan.get(s, 0)) for s in lb["system"]],
+            "text": lb["missing_text"].to_numpy(int),
+            "image": lb["missing_image"].to_numpy(int),
+            "speech": lb["missing_speech"].to_numpy(int),
+        },
+        index=lb["system"],
+    )
+    table = table[table.sum(axis=1) > 0]
+    fig = _figure(8, 1.4 + 0.3 * max(len(table), 1))
+    ax = fig.add_subplot()
+    if table.empty:
+        _empty(ax, "No generation failures recorded")
+        return _save(fig, out_dir, "fig4_missing_outputs")
+    table = table.iloc[::-1]
+    left = np.zeros(len(table))
+    labels = {
+        "plan": "orchestration JSON errors",
+        "text": "missing text",
+        "image": "missing image",
+        "speech": "missing speech",
+    }
+    for key in ("plan", "text", "image", "speech"):
+        if plan_errors is None and key == "plan":
+            continue
+        ax.barh(
+            np.arange(len(table)),
+            table[key],
+            left=left,
+            color=MODALITY_COLORS[key],
+            label=labels[key],
+        )
+        left += table[key].to_numpy()
+    ax.set_yticks(np.arange(len(table)), [_label(info, s) for s in table.index], fontsize=8)
+    ax.set_xlabel("count (an example may count in several segments)")
+    ax.set_title("Generation failures: JSON errors and missing outputs per modality")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, out_dir, "fig4_missing_outputs")
+
+
+def valid_vs_zero_figure(lb: pd.DataFrame, info: pd.DataFrame, out_dir: Path) -> Path:
+    """Figure 13: valid-only vs zero-filled Total Average, one point per system, with diagonal."""
+    data = lb[lb["total"].notna() & lb["total_zero"].notna()]
+    fig = _figure(6, 5.5)
+    ax = fig.add_subplot()
+    if data.empty:
+        _empty(ax, "No system has both totals yet")
+        return _save(fig, out_dir, "fig13_valid_vs_zero")
+    for p, group in data.groupby(data["system"].map(lambda s: _paradigm(info, s))):
+        ax.scatter(
+            group["total"],
+            group["total_zero"],
+            color=PARADIGM_COLORS[p],
+            label=p,
+            edgecolor="black",
+            linewidth=0.4,
+            s=36,
+            zorder=3,
+        )
+    lo = float(min(data["total"].min(), data["total_zero"].min())) - 0.2
+    hi = float(max(data["total"].max(), data["total_zero"].max())) + 0.2
+    ax.plot([lo, hi], [lo, hi], color="black", linestyle="--", linewidth=0.8, zorder=1)
+    drop = (data["total"] - data["total_zero"]).sort_values(ascending=False)
+    for s in drop.index[:5]:
+        if drop[s] > 0:
+            row = data.loc[s]
+            ax.annotate(
+                _label(info, row["system"]),
+                (row["total"], row["total_zero"]),
+                fontsize=7,
+                xytext=(4, -8),
+                textcoords="offset points",
+            )
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("Total Average, valid-only")
+    ax.set_ylabel("Total Average, zero-filled")
+    ax.set_title("Valid-only vs zero-filled scoring")
+    ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, out_dir, "fig13_valid_vs_zero")
+
+
+def correlation_heatmap(matrix: pd.DataFrame, out_dir: Path) -> Path:
+    """Pearson correlations between modality scores (valid-only), annotated."""
+    fig = _figure(5.2, 4.4)
+    ax = fig.add_subplot()
+    if matrix.empty or matrix.isna().all().all():
+        _empty(ax, "Not enough systems for correlations")
+        return _save(fig, out_dir, "fig_modality_correlations")
+    im = ax.imshow(matrix.to_numpy(float), cmap="RdBu_r", vmin=-1, vmax=1)
+    labels = list(matrix.columns)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), labels)
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            v = matrix.iloc[i, j]
+            text = "—" if np.isnan(v) else f"{v:.2f}"
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if abs(v) > 0.6 else "black",
+            )
+    fig.colorbar(im, ax=ax, shrink=0.8, label="Pearson r")
+    ax.set_title("Correlations between modality scores (systems)")
+    return _save(fig, out_dir, "fig_modality_correlations")
+
+
+def image_categories_figure(criteria: pd.DataFrame, info: pd.DataFrame, out_dir: Path) -> Path:
+    """Figure 6: valid-only image-judge criterion scores, averaged over systems per paradigm."""
+    fig = _figure(8.5, 4.6)
+    ax = fig.add_subplot()
+    if criteria.empty or criteria.shape[1] == 0:
+        _empty(ax, "No image-judge scores yet")
+        return _save(fig, out_dir, "fig6_image_categories")
+    paradigm = criteria.index.map(lambda s: _paradigm(info, s))
+    means = criteria.groupby(paradigm).mean()
+    means = means.loc[[p for p in PARADIGM_COLORS if p in means.index]]
+    n_groups, n_bars = means.shape[1], means.shape[0]
+    width = 0.8 / max(n_bars, 1)
+    x = np.arange(n_groups)
+    for b, (p, row) in enumerate(means.iterrows()):
+        ax.bar(
+            x + (b - (n_bars - 1) / 2) * width,
+            row.to_numpy(float),
+            width,
+            color=PARADIGM_COLORS[p],
+            label=p,
+            edgecolor="black",
+            linewidth=0.4,
+        )
+    names = [textwrap.fill(c.replace("_", " "), 18) for c in means.columns]
+    ax.set_xticks(x, names, fontsize=8)
+    ax.set_ylim(1, 10)
+    ax.set_ylabel("image-judge score (1–10, valid-only)")
+    ax.set_title("Image LLM-judge scores by category and paradigm")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, out_dir, "fig6_image_categories")

@@ -1,0 +1,654 @@
+"""The static, self-contained HTML report.
+
+    index.html                  leaderboard, figures, key statistics, systems and examples lists
+    systems/<slug>.html         one page per system: its scores and outputs per example
+    examples/<slug>.html        one page per example: input page, reference, every system's image,
+                                narration, speech player, plan, failures and scores
+    media/...                   candidate and dataset files, hard-linked (or copied) from the run
+    assets/style.css, app.js    filtering and sorting, no network access
+
+Oracle systems carry a red ORACLE badge and border everywhere.  Pages work from ``file://``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from omnistory_core.analysis.cube import JUDGE_TRACKS, ScoreCube
+from omnistory_core.analysis.frame import category_codes, column_values
+from omnistory_core.contract import MODALITIES, StoryExample
+from omnistory_core.report.assets import SCRIPT, STYLE
+from omnistory_core.report.rundir import PARADIGMS, SystemRun
+from omnistory_core.report.tables import MISSING, format_value
+
+_EXT = {"text": ".txt", "image": ".png", "speech": ".wav"}
+
+
+def slug(text: str) -> str:
+    """A file-name-safe, collision-resistant slug."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:60] or "x"
+    return f"{base}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` to ``dst`` (copy across file systems), replacing an older file."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists() or dst.is_symlink():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+@dataclass
+class ReportContext:
+    """Everything the pages are rendered from."""
+
+    out_dir: Path
+    lb: pd.DataFrame
+    info: pd.DataFrame
+    cube: ScoreCube
+    frame: pd.DataFrame
+    figures: Sequence[tuple[str, Path]] = ()
+    tables: Sequence[tuple[str, str]] = ()
+    inline_tables: Sequence[tuple[str, pd.DataFrame]] = ()
+    runs: dict[str, SystemRun] = field(default_factory=dict)
+    examples: Sequence[StoryExample] | None = None
+    notes: Sequence[str] = ()
+
+
+def _oracle(ctx: ReportContext, system: str) -> bool:
+    return bool(system in ctx.info.index and ctx.info.loc[system, "oracle"])
+
+
+def _paradigm(ctx: ReportContext, system: str) -> str:
+    return str(ctx.info.loc[system, "paradigm"]) if system in ctx.info.index else "unknown"
+
+
+def _badges(ctx: ReportContext, system: str) -> str:
+    p = _paradigm(ctx, system)
+    out = f'<span class="badge p-{escape(p)}">{escape(p)}</span>'
+    if _oracle(ctx, system):
+        out += '<span class="badge oracle" title="reads the reference">ORACLE</span>'
+    return out
+
+
+def _page(title: str, body: str, depth: int) -> str:
+    up = "../" * depth
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title>"
+        f'<link rel="stylesheet" href="{up}assets/style.css"></head><body>'
+        f'<header class="top"><h1>Omni-StoryBench report</h1>'
+        f'<a href="{up}index.html">Leaderboard</a><a href="{up}index.html#figures">Figures</a>'
+        f'<a href="{up}index.html#statistics">Statistics</a>'
+        f'<a href="{up}index.html#systems">Systems</a>'
+        f'<a href="{up}index.html#examples">Examples</a></header>'
+        f'<main>{body}</main><script src="{up}assets/app.js"></script></body></html>\n'
+    )
+
+
+def _controls(target: str, paradigms: bool = True, oracle: bool = False, label: str = "") -> str:
+    opts = "".join(f'<option value="{p}">{p}</option>' for p in (*PARADIGMS, "unknown"))
+    select = (
+        f'<select data-target="{target}"><option value="">all paradigms</option>{opts}</select>'
+        if paradigms
+        else ""
+    )
+    hide = (
+        f'<label><input type="checkbox" class="hide-oracle" data-target="{target}"> '
+        "hide oracle systems</label>"
+        if oracle
+        else ""
+    )
+    return (
+        f'<div class="controls"><input type="search" placeholder="filter {escape(label)}…" '
+        f'data-target="{target}">{select}{hide}<span class="count note"></span></div>'
+    )
+
+
+def _frame_table(frame: pd.DataFrame, digits: int = 4) -> str:
+    if frame.empty:
+        return '<p class="note">(no data)</p>'
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for row in frame.itertuples(index=False, name=None):
+        cells = "".join(
+            f'<td class="{"l" if isinstance(v, str) else ""}">'
+            f"{escape(format_value(v, digits))}</td>"
+            for v in row
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return (
+        f'<table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _num(value: float, digits: int = 3) -> str:
+    return MISSING if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-example data
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ExampleEntry:
+    example_id: str
+    index: int | None
+    example: StoryExample | None
+
+
+def _example_entries(ctx: ReportContext) -> list[_ExampleEntry]:
+    entries: dict[str, _ExampleEntry] = {}
+    for ex in sorted(ctx.examples or [], key=lambda e: e.index):
+        entries[ex.id] = _ExampleEntry(ex.id, ex.index, ex)
+    extra: dict[str, int | None] = {e: None for e in ctx.cube.examples if e not in entries}
+    for run in ctx.runs.values():
+        for eid in run.records:
+            if eid not in entries:
+                extra[eid] = extra.get(eid) if extra.get(eid) is not None else run.index_of(eid)
+    for eid in sorted(extra, key=lambda e: (extra[e] is None, extra[e] or 0, e)):
+        entries[eid] = _ExampleEntry(eid, extra[eid], None)
+    return list(entries.values())
+
+
+class _RowIndex:
+    """Scores rows grouped by (example, system) for fast per-card lookup."""
+
+    def __init__(self, frame: pd.DataFrame, cube: ScoreCube):
+        self.n_sys = len(cube.systems)
+        s = category_codes(frame["system"], cube.systems)
+        e = category_codes(frame["example_id"], cube.examples)
+        key = e * self.n_sys + s
+        order = np.argsort(key, kind="stable")
+        self.key = key[order]
+        self.cols = {
+            c: column_values(frame[c])[order]
+            for c in ("kind", "track", "evaluator", "criterion", "status")
+        }
+        self.score = frame["score"].to_numpy(float)[order]
+        self.e_index = {x: i for i, x in enumerate(cube.examples)}
+        self.s_index = {x: i for i, x in enumerate(cube.systems)}
+
+    def rows(self, example_id: str, system: str) -> range:
+        e, s = self.e_index.get(example_id), self.s_index.get(system)
+        if e is None or s is None:
+            return range(0)
+        k = e * self.n_sys + s
+        return range(
+            int(np.searchsorted(self.key, k, "left")), int(np.searchsorted(self.key, k, "right"))
+        )
+
+
+def _example_summary(cube: ScoreCube, s: int, e: int) -> dict[str, float]:
+    """Per-example metric values and per-track mean over valid judges (NaN when none)."""
+    out: dict[str, float] = {}
+    for name in ("bertscore", "clip", "speech_meta"):
+        k = cube.metric_index(name)
+        out[name] = cube.values[k, s, e] if k is not None and cube.valid[k, s, e] else np.nan
+    for track in JUDGE_TRACKS:
+        ks = cube.judge_indices(track)
+        vals = [cube.values[k, s, e] for k in ks if cube.valid[k, s, e]]
+        out[f"judge_{track}"] = float(np.mean(vals)) if vals else np.nan
+    return out
+
+
+_SUMMARY_LABELS = (
+    ("bertscore", "BERT"),
+    ("clip", "CLIP"),
+    ("speech_meta", "Meta"),
+    ("judge_text", "J_T"),
+    ("judge_image", "J_I"),
+    ("judge_speech", "J_S"),
+    ("judge_omni", "J_O"),
+)
+
+
+def _scores_detail(index: _RowIndex, example_id: str, system: str) -> str:
+    rng = index.rows(example_id, system)
+    if not len(rng):
+        return '<p class="missing">no scores yet</p>'
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    c = index.cols
+    for i in rng:
+        key = (c["kind"][i], c["track"][i], c["evaluator"][i])
+        status = c["status"][i]
+        value = _num(index.score[i], 4) if status == "ok" else status
+        crit = escape(c["criterion"][i])
+        groups.setdefault(key, []).append(
+            f'<span class="st-{escape(status)}">{crit}: {escape(value)}</span>'
+        )
+    rows = "".join(
+        f'<tr><td class="l">{escape(kind)}</td><td class="l">{escape(track)}</td>'
+        f'<td class="l">{escape(ev)}</td><td class="l">{"<br>".join(items)}</td></tr>'
+        for (kind, track, ev), items in sorted(groups.items())
+    )
+    return (
+        '<table><thead><tr><th class="l">kind</th><th class="l">track</th>'
+        f'<th class="l">evaluator</th><th class="l">criterion scores</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Media
+# ---------------------------------------------------------------------------------------------
+
+
+def _copy_candidate(ctx: ReportContext, run: SystemRun, modality: str, index: int | None) -> str:
+    """Relative URL (from a page one level down) of a copied candidate, or '' if absent."""
+    src = run.candidate(modality, index)
+    if src is None:
+        return ""
+    rel = Path("media") / slug(run.system_id) / modality / f"{index}{_EXT[modality]}"
+    link_or_copy(src, ctx.out_dir / rel)
+    return "../" + rel.as_posix()
+
+
+def _copy_dataset_image(ctx: ReportContext, path: str, example_id: str, name: str) -> str:
+    src = Path(path)
+    if not path or not src.is_file():
+        return ""
+    rel = Path("media") / "examples" / slug(example_id) / f"{name}{src.suffix.lower() or '.png'}"
+    link_or_copy(src, ctx.out_dir / rel)
+    return "../" + rel.as_posix()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages
+# ---------------------------------------------------------------------------------------------
+
+
+def _kv(data: dict[str, Any]) -> str:
+    if not data:
+        return '<p class="note">(none)</p>'
+    items = "".join(
+        f"<dt>{escape(str(k))}</dt><dd>"
+        f"{escape(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</dd>"
+        for k, v in data.items()
+    )
+    return f'<dl class="kv">{items}</dl>'
+
+
+def _input_section(ctx: ReportContext, entry: _ExampleEntry) -> str:
+    ex = entry.example
+    if ex is None:
+        return (
+            '<p class="note">The dataset example was not loaded for this report; '
+            "only the systems' outputs and scores are shown.</p>"
+        )
+    cur = _copy_dataset_image(ctx, ex.current.image, ex.id, "current")
+    ref = _copy_dataset_image(ctx, ex.reference.next_page.image, ex.id, "reference")
+    cur_img = (
+        f'<img src="{cur}" alt="current page">'
+        if cur
+        else '<p class="missing">image file not found</p>'
+    )
+    ref_img = (
+        f'<img src="{ref}" alt="reference next page">'
+        if ref
+        else '<p class="missing">image file not found</p>'
+    )
+    sp = ex.reference.speech
+    return (
+        '<div class="example-input">'
+        f'<div class="panel"><h3>Current page (input)</h3>{cur_img}'
+        f'<p class="narration">{escape(ex.current.text)}</p>'
+        f"<h4>Book metadata</h4>{_kv(ex.metadata)}<h4>Next-page conditions</h4>{_kv(ex.conditions)}"
+        "</div>"
+        f'<div class="panel"><h3>Reference next page</h3>{ref_img}'
+        f'<p class="narration">{escape(ex.reference.next_page.text)}</p>'
+        "<h4>Target speech</h4>"
+        + _kv(
+            {
+                "speaker": sp.speaker,
+                "utterance": sp.utterance,
+                "emotion": sp.emotion,
+                "speed": sp.speed,
+                "pitch": sp.pitch,
+                "gender": sp.gender,
+            }
+        )
+        + f'<p class="note">source {escape(ex.source)} · book {escape(ex.book)} · '
+        f"{escape(ex.from_key)} → {escape(ex.to_key)}</p></div></div>"
+    )
+
+
+def _failure_html(entry: dict[str, Any] | None) -> str:
+    if not isinstance(entry, dict) or entry.get("status") != "failure":
+        return ""
+    cat = escape(str(entry.get("category") or "unspecified"))
+    msg = escape(str(entry.get("message") or ""))
+    return f'<p class="failure">failure: {cat}{" — " + msg if msg else ""}</p>'
+
+
+def _system_card(ctx: ReportContext, index: _RowIndex, entry: _ExampleEntry, system: str) -> str:
+    run = ctx.runs.get(system)
+    s = ctx.cube.systems.index(system) if system in ctx.cube.systems else None
+    e = index.e_index.get(entry.example_id)
+    parts = [f"<h3>{escape(system)}{_badges(ctx, system)}</h3>"]
+    rec = run.records.get(entry.example_id, {}) if run else {}
+    idx = run.index_of(entry.example_id) if run else None
+    if idx is None:
+        idx = entry.index
+    if run is not None:
+        img = _copy_candidate(ctx, run, "image", idx)
+        parts.append(
+            f'<img src="{img}" alt="{escape(system)} image">'
+            if img
+            else '<p class="missing">no image</p>'
+        )
+        parts.append(_failure_html(rec.get("image")))
+        text = run.text(idx)
+        parts.append(
+            f'<p class="narration">{escape(text)}</p>'
+            if text is not None
+            else '<p class="missing">no narration</p>'
+        )
+        parts.append(_failure_html(rec.get("text")))
+        wav = _copy_candidate(ctx, run, "speech", idx)
+        parts.append(
+            f'<audio controls preload="metadata" src="{wav}"></audio>'
+            if wav
+            else '<p class="missing">no speech</p>'
+        )
+        parts.append(_failure_html(rec.get("speech")))
+        plan = run.plans.get(entry.example_id)
+        if plan is not None:
+            parts.append(_plan_html(plan))
+    if s is not None and e is not None:
+        summary = _example_summary(ctx.cube, s, e)
+        line = " · ".join(
+            f"{label} {_num(summary[key], 3 if key in ('bertscore', 'clip', 'speech_meta') else 2)}"
+            for key, label in _SUMMARY_LABELS
+        )
+        parts.append(
+            f'<details><summary class="scoreline">{line}</summary>'
+            f"{_scores_detail(index, entry.example_id, system)}</details>"
+        )
+    else:
+        parts.append('<p class="missing">no scores yet</p>')
+    oracle = _oracle(ctx, system)
+    return (
+        f'<div class="card{" oracle" if oracle else ""}" data-item '
+        f'data-search="{escape(system.lower())}" data-paradigm="{escape(_paradigm(ctx, system))}" '
+        f'data-oracle="{1 if oracle else 0}">{"".join(parts)}</div>'
+    )
+
+
+def _plan_html(plan: dict[str, Any]) -> str:
+    body = []
+    if plan.get("plan") is not None:
+        body.append(f"<pre>{escape(json.dumps(plan['plan'], indent=2, ensure_ascii=False))}</pre>")
+    if plan.get("failure"):
+        body.append(
+            f'<p class="failure">plan failure: '
+            f"{escape(json.dumps(plan['failure'], ensure_ascii=False))}</p>"
+        )
+    repairs = plan.get("repairs")
+    if repairs:
+        body.append(
+            f'<p class="note">repairs: {escape(json.dumps(repairs, ensure_ascii=False))}</p>'
+        )
+    if plan.get("raw"):
+        body.append(
+            "<details><summary>raw planner output</summary>"
+            f"<pre>{escape(str(plan['raw']))}</pre></details>"
+        )
+    label = "plan (failed)" if plan.get("failure") else "plan"
+    return f"<details><summary>{label}</summary>{''.join(body)}</details>"
+
+
+def _example_page(
+    ctx: ReportContext,
+    index: _RowIndex,
+    entries: list[_ExampleEntry],
+    pos: int,
+    slugs: dict[str, str],
+    systems: list[str],
+) -> str:
+    entry = entries[pos]
+    prev_link = next_link = "<span></span>"
+    if pos > 0:
+        eid = entries[pos - 1].example_id
+        prev_link = f'<a href="{slugs[eid]}.html">← {escape(eid)}</a>'
+    if pos + 1 < len(entries):
+        eid = entries[pos + 1].example_id
+        next_link = f'<a href="{slugs[eid]}.html">{escape(eid)} →</a>'
+
+    cards = "".join(_system_card(ctx, index, entry, s) for s in systems)
+    title = f"Example {entry.example_id}" + (
+        f" (#{entry.index})" if entry.index is not None else ""
+    )
+    body = (
+        f'<nav class="pager">{prev_link}<a href="../index.html#examples">all examples</a>'
+        f"{next_link}</nav>"
+        f"<h2>{escape(title)}</h2>{_input_section(ctx, entry)}"
+        f"<h2>Systems</h2>{_controls('#cards', oracle=True, label='systems')}"
+        f'<div class="cards" id="cards">{cards}</div>'
+    )
+    return _page(title, body, depth=1)
+
+
+def _system_page(
+    ctx: ReportContext, system: str, entries: list[_ExampleEntry], ex_slugs: dict[str, str]
+) -> str:
+    run = ctx.runs.get(system)
+    cube = ctx.cube
+    s = cube.systems.index(system) if system in cube.systems else None
+    lb_row = ctx.lb[ctx.lb["system"] == system]
+    head = f"<h2>{escape(system)}{_badges(ctx, system)}</h2>"
+    if _oracle(ctx, system):
+        head += (
+            '<p class="failure">Oracle system: it reads the reference and is not comparable.</p>'
+        )
+    if run is not None:
+        manifest = {
+            k: v for k, v in run.manifest.items() if k in ("paradigm", "components", "oracle")
+        }
+        head += _kv(manifest)
+    if not lb_row.empty:
+        head += "<h3>Scores</h3>" + _frame_table(lb_row.drop(columns=["system"]))
+    e_index = {x: i for i, x in enumerate(cube.examples)}
+    rows = []
+    for entry in entries:
+        e = e_index.get(entry.example_id)
+        rec = run.records.get(entry.example_id, {}) if run else {}
+        status = []
+        for m, modality in enumerate(MODALITIES):
+            r = rec.get(modality) if isinstance(rec, dict) else None
+            if isinstance(r, dict) and r.get("status") == "failure":
+                status.append(
+                    f'<span class="failure">{escape(str(r.get("category") or "failure"))}</span>'
+                )
+            elif s is not None and e is not None and cube.missing[m, s, e]:
+                status.append('<span class="missing">missing</span>')
+            elif isinstance(r, dict) and r.get("status") == "ok":
+                status.append("ok")
+            else:
+                status.append(MISSING)
+        summary = _example_summary(cube, s, e) if s is not None and e is not None else {}
+        vals = "".join(
+            f'<td data-v="{summary.get(k, np.nan)}">{_num(summary.get(k, np.nan), 3)}</td>'
+            for k, _ in _SUMMARY_LABELS
+        )
+        rows.append(
+            f'<tr data-item data-search="{escape(entry.example_id.lower())}">'
+            f"<td>{'' if entry.index is None else entry.index}</td>"
+            f'<td class="l"><a href="../examples/{ex_slugs[entry.example_id]}.html">'
+            f"{escape(entry.example_id)}</a></td>"
+            + "".join(f'<td class="l">{x}</td>' for x in status)
+            + vals
+            + "</tr>"
+        )
+    header = "".join(
+        f"<th>{h}</th>"
+        for h in ("#", "example", "text", "image", "speech", *(lab for _, lab in _SUMMARY_LABELS))
+    )
+    body = (
+        head
+        + "<h3>Examples</h3>"
+        + _controls("#sysrows", paradigms=False, label="examples")
+        + f'<table class="sortable" id="sysrows"><thead><tr>{header}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return _page(f"System {system}", body, depth=1)
+
+
+def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
+    cols = [
+        ("n_examples", "N", 0),
+        ("bertscore", "BERT", 4),
+        ("clip", "CLIP", 4),
+        ("speech_meta", "Meta", 4),
+        ("judge_text", "J_T", 3),
+        ("judge_image", "J_I", 3),
+        ("judge_speech", "J_S", 3),
+        ("judge_omni", "J_O", 3),
+        ("total", "Total", 4),
+        ("total_zero", "Total (zero-filled)", 4),
+        ("text_score", "T", 3),
+        ("image_score", "I", 3),
+        ("speech_score", "A", 3),
+        ("traditional_total", "Trad.", 3),
+        ("missing_text", "miss T", 0),
+        ("missing_image", "miss I", 0),
+        ("missing_speech", "miss S", 0),
+    ]
+    head = '<th>#</th><th class="l">system</th><th class="l">paradigm</th>' + "".join(
+        f"<th>{escape(label)}</th>" for _, label, _ in cols
+    )
+    rows = []
+    for rank, row in enumerate(ctx.lb.itertuples(index=False), 1):
+        system = row.system
+        oracle = _oracle(ctx, system)
+        name = f'<a href="systems/{sys_slugs[system]}.html">{escape(system)}</a>'
+        if oracle:
+            name += '<span class="badge oracle" title="reads the reference">ORACLE</span>'
+        cells = "".join(
+            f'<td data-v="{getattr(row, c)}">'
+            f"{escape(format_value(getattr(row, c), d, trim_integers=d == 0))}</td>"
+            for c, _, d in cols
+        )
+        rows.append(
+            f'<tr data-item class="{"oracle" if oracle else ""}" '
+            f'data-search="{escape(system.lower())}" '
+            f'data-paradigm="{escape(_paradigm(ctx, system))}" data-oracle="{1 if oracle else 0}">'
+            f'<td>{rank}</td><td class="l">{name}</td>'
+            f'<td class="l">{escape(_paradigm(ctx, system))}</td>{cells}</tr>'
+        )
+    return (
+        _controls("#leaderboard", oracle=True, label="systems")
+        + f'<table class="sortable" id="leaderboard"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _index_page(
+    ctx: ReportContext,
+    entries: list[_ExampleEntry],
+    sys_slugs: dict[str, str],
+    ex_slugs: dict[str, str],
+    systems: list[str],
+) -> str:
+    cube = ctx.cube
+    intro = (
+        f"<p>{len(cube.systems)} systems and {len(cube.examples)} examples in the scores table. "
+        "Valid-only scores average each metric and each judge over its own valid examples "
+        "(Appendix E.5); zero-filled scores divide the same sums by the system's number of "
+        "examples (Appendix F.4). Metrics are on 0–1, judges on 1–10; Total Average = "
+        "(10·BERT + 10·CLIP + 10·Meta + J_T + J_I + J_S + J_O) / 7. Click a header to sort. "
+        '<span class="badge oracle">ORACLE</span> systems read the reference and are not '
+        "comparable.</p>"
+    )
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in ctx.notes)
+    figs = "".join(
+        f'<figure><a href="{escape(p.with_suffix(".svg").relative_to(ctx.out_dir).as_posix())}">'
+        f'<img src="{escape(p.relative_to(ctx.out_dir).as_posix())}" alt="{escape(t)}"></a>'
+        f"<figcaption>{escape(t)} (click for SVG)</figcaption></figure>"
+        for t, p in ctx.figures
+    )
+    inline = "".join(f"<h3>{escape(t)}</h3>{_frame_table(f)}" for t, f in ctx.inline_tables)
+    links = "".join(
+        f'<li>{escape(t)}: <a href="tables/{escape(stem)}.md">Markdown</a> · '
+        f'<a href="tables/{escape(stem)}.csv">CSV</a></li>'
+        for t, stem in ctx.tables
+    )
+    sys_items = "".join(
+        f'<li data-item data-search="{escape(s.lower())}" '
+        f'data-paradigm="{escape(_paradigm(ctx, s))}" '
+        f'data-oracle="{1 if _oracle(ctx, s) else 0}"><a href="systems/{sys_slugs[s]}.html">'
+        f"{escape(s)}</a>{_badges(ctx, s)}</li>"
+        for s in systems
+    )
+    ex_rows = []
+    for entry in entries:
+        ex = entry.example
+        book = escape(ex.book) if ex else ""
+        src = escape(ex.source) if ex else ""
+        text = escape(ex.current.text[:120]) if ex else ""
+        search = (entry.example_id + " " + (ex.book if ex else "")).lower()
+        ex_rows.append(
+            f'<tr data-item data-search="{escape(search)}">'
+            f"<td>{'' if entry.index is None else entry.index}</td>"
+            f'<td class="l"><a href="examples/{ex_slugs[entry.example_id]}.html">'
+            f'{escape(entry.example_id)}</a></td><td class="l">{src}</td><td class="l">{book}</td>'
+            f'<td class="l">{text}</td></tr>'
+        )
+    body = (
+        f'<h2 id="leaderboard-h">Leaderboard</h2>{intro}{notes}'
+        '<p><a href="leaderboard.csv">leaderboard.csv</a> · '
+        '<a href="leaderboard.md">leaderboard.md</a></p>'
+        f"{_leaderboard_html(ctx, sys_slugs)}"
+        f'<h2 id="figures">Figures</h2><div class="figures">{figs}</div>'
+        f'<h2 id="statistics">Statistics</h2>{inline}<h3>All tables</h3><ul>{links}</ul>'
+        f'<h2 id="systems">Systems</h2>{_controls("#systemlist", oracle=True, label="systems")}'
+        f'<ul id="systemlist">{sys_items}</ul>'
+        '<h2 id="examples">Examples</h2>'
+        f"{_controls('#examplelist', paradigms=False, label='examples')}"
+        f'<table class="sortable" id="examplelist"><thead><tr><th>#</th><th class="l">example</th>'
+        f'<th class="l">source</th><th class="l">book</th><th class="l">current narration</th>'
+        f"</tr></thead><tbody>{''.join(ex_rows)}</tbody></table>"
+    )
+    return _page("Omni-StoryBench report", body, depth=0)
+
+
+def write_html_report(ctx: ReportContext) -> Path:
+    """Write the whole HTML report under ``ctx.out_dir``; returns the index page."""
+    out = ctx.out_dir
+    (out / "assets").mkdir(parents=True, exist_ok=True)
+    (out / "assets" / "style.css").write_text(STYLE, encoding="utf-8")
+    (out / "assets" / "app.js").write_text(SCRIPT, encoding="utf-8")
+    systems = list(ctx.lb["system"]) + sorted(s for s in ctx.runs if s not in set(ctx.lb["system"]))
+    entries = _example_entries(ctx)
+    sys_slugs = {s: slug(s) for s in systems}
+    ex_slugs = {e.example_id: slug(e.example_id) for e in entries}
+    index = _RowIndex(ctx.frame, ctx.cube)
+
+    (out / "examples").mkdir(exist_ok=True)
+    for pos, entry in enumerate(entries):
+        page = _example_page(ctx, index, entries, pos, ex_slugs, systems)
+        (out / "examples" / f"{ex_slugs[entry.example_id]}.html").write_text(page, encoding="utf-8")
+    (out / "systems").mkdir(exist_ok=True)
+    for s in systems:
+        page = _system_page(ctx, s, entries, ex_slugs)
+        (out / "systems" / f"{sys_slugs[s]}.html").write_text(page, encoding="utf-8")
+    index_path = out / "index.html"
+    index_path.write_text(_index_page(ctx, entries, sys_slugs, ex_slugs, systems), encoding="utf-8")
+    return index_path
