@@ -1,0 +1,74 @@
+"""Pearson and partial correlations (residuals after OLS with intercept)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from omnistory_core.analysis.correlations import (
+    MODALITY_PARTIALS,
+    batched_partial,
+    correlation_matrix,
+    partial_correlation,
+    partial_table,
+    pearson,
+    pearson_table,
+    residualize,
+)
+
+
+@pytest.fixture
+def scores() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    text = rng.normal(size=32)
+    image = 0.6 * text + rng.normal(scale=0.8, size=32)
+    speech = 0.7 * text + 0.1 * image + rng.normal(scale=0.6, size=32)
+    omni = text + image + 0.2 * speech + rng.normal(scale=0.5, size=32)
+    return pd.DataFrame({"text": text, "image": image, "speech": speech, "omni": omni})
+
+
+def test_pearson_and_p_value_match_scipy(scores):
+    table = pearson_table(scores, ["text", "image", "speech"])
+    ref = stats.pearsonr(scores["text"], scores["image"])
+    row = table[(table["x"] == "text") & (table["y"] == "image")].iloc[0]
+    assert row["r"] == pytest.approx(ref.statistic, abs=1e-12)
+    assert row["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert row["n"] == 32
+
+
+def test_first_order_partial_equals_textbook_formula(scores):
+    x, y, z = (scores[c].to_numpy() for c in ("image", "speech", "text"))
+    rxy, rxz, ryz = pearson(x, y), pearson(x, z), pearson(y, z)
+    formula = (rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2))
+    r, p, n = partial_correlation(x, y, z)
+    assert r == pytest.approx(formula, abs=1e-12)
+    # t test with n - 2 - k degrees of freedom (k = 1 control)
+    t = r * np.sqrt((n - 3) / (1 - r * r))
+    assert p == pytest.approx(2 * stats.t.sf(abs(t), n - 3), rel=1e-12)
+    assert batched_partial(x[None], y[None], z[None])[0] == pytest.approx(formula, abs=1e-12)
+
+
+def test_residuals_are_orthogonal_to_intercept_and_controls(scores):
+    controls = scores[["image", "speech"]].to_numpy()
+    res = residualize(scores["omni"].to_numpy(), controls)
+    assert abs(res.sum()) < 1e-10
+    assert np.abs(controls.T @ res).max() < 1e-10
+
+
+def test_partial_table_rows(scores):
+    table = partial_table(scores, MODALITY_PARTIALS)
+    assert list(table["controls"]) == ["speech", "image", "text"]
+    assert table["r"].between(-1, 1).all()
+    # too few rows for the number of controls -> NaN, not an error
+    small = partial_table(scores.iloc[:3], MODALITY_PARTIALS)
+    assert small["r"].isna().all()
+
+
+def test_constant_column_gives_nan(scores):
+    s = scores.copy()
+    s["image"] = 1.0
+    assert np.isnan(pearson(s["text"], s["image"]))
+    mat = correlation_matrix(s, ["text", "image"])
+    assert mat.loc["text", "text"] == 1.0 and np.isnan(mat.loc["text", "image"])

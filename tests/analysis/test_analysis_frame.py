@@ -1,0 +1,125 @@
+"""Loading scores.jsonl: the fast path agrees with read_scores; bad input names file/line/field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from analysis_helpers import bert, cube_of, judge
+
+from omnistory_core.analysis import build_cube, load_scores_frame
+from omnistory_core.analysis.synthetic import synthetic_scores, write_scores_frame
+from omnistory_core.evaluation.scores import read_scores, write_scores
+
+GOOD = {
+    "system": "s",
+    "example_id": "e1",
+    "kind": "metric",
+    "track": "text",
+    "evaluator": "bertscore",
+    "criterion": "f1",
+    "score": 0.5,
+    "status": "ok",
+}
+
+
+def _write(path: Path, records: list[dict | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_fast_path_matches_read_scores(tmp_path):
+    frame = synthetic_scores(n_systems=5, n_examples=30, judges_per_track=2, seed=1)
+    path = write_scores_frame(frame, tmp_path / "scores.jsonl")
+    loaded = load_scores_frame(path)
+    rows = list(read_scores(path))
+    assert len(loaded) == len(rows) == len(frame)
+    np.testing.assert_array_equal(
+        loaded["score"].to_numpy(), np.array([np.nan if r.score is None else r.score for r in rows])
+    )
+    assert list(loaded["status"].astype(str)) == [r.status for r in rows]
+    assert set(loaded["status"].astype(str)) == {"ok", "missing_output", "invalid"}
+
+
+def test_integer_scores_and_blank_lines(tmp_path):
+    rows = [dict(GOOD, score=1), "", dict(GOOD, example_id="e2", score=None, status="invalid")]
+    frame = load_scores_frame(_write(tmp_path / "s.jsonl", rows))
+    assert frame["score"].dtype == np.float64
+    assert frame["score"].iloc[0] == 1.0 and np.isnan(frame["score"].iloc[1])
+
+
+def test_written_by_the_contract_writer(tmp_path):
+    path = tmp_path / "s.jsonl"
+    write_scores(
+        path,
+        [r for g in (bert("a", "e", 0.7), judge("a", "e", "text", "j", [1, 2, 3, 4])) for r in g],
+    )
+    frame = load_scores_frame(path)
+    cube = build_cube(frame)
+    assert cube.systems == ("a",) and len(cube.cells) == 2
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({k: v for k, v in GOOD.items() if k != "criterion"}, "lacks field 'criterion'"),
+        (dict(GOOD, status="fine"), "status must be one of"),
+        (dict(GOOD, kind="human"), "kind must be one of"),
+        (dict(GOOD, score=None), "needs a score"),
+        (dict(GOOD, score="high"), "field 'score' must be a finite number"),
+        (dict(GOOD, system=3), "field 'system' must be a string"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_bad_records_name_file_line_and_field(tmp_path, record, message):
+    path = _write(tmp_path / "bad.jsonl", [GOOD, dict(GOOD, example_id="e2"), record])
+    with pytest.raises(ValueError) as info:
+        load_scores_frame(path)
+    assert f"{path}:3" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_nan_score_is_rejected(tmp_path):
+    path = tmp_path / "nan.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD).replace("0.5", "NaN") + "\n")
+    with pytest.raises(ValueError, match=r"nan\.jsonl:2: field 'score'"):
+        load_scores_frame(path)
+
+
+def test_duplicate_rows_are_an_error():
+    with pytest.raises(ValueError, match="duplicate scores row.*example_id='e'"):
+        cube_of([bert("a", "e", 0.7), bert("a", "e", 0.8)])
+
+
+def test_metric_on_the_wrong_track_is_an_error():
+    frame, _ = cube_of([bert("a", "e", 0.7)])
+    frame["track"] = frame["track"].cat.rename_categories({"text": "image"})
+    with pytest.raises(ValueError, match="metric 'bertscore' rows must have track 'text'"):
+        build_cube(frame)
+
+
+def test_unknown_metrics_stay_out_of_the_cube():
+    frame, cube = cube_of(
+        [bert("a", "e", 0.7), judge("a", "e", "text", "j", [1, 2, 3, 4])]
+        + [
+            [
+                r.__class__("a", "e", "metric", "image", "dreamsim", "distance", 0.3, "ok")
+                for r in bert("a", "e", 0.7)
+            ]
+        ]
+    )
+    assert [c.name for c in cube.cells] == ["bertscore", "text:j"]
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="scores table not found"):
+        load_scores_frame(tmp_path / "nope.jsonl")
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    assert load_scores_frame(path).empty
