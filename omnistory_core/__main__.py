@@ -5,13 +5,14 @@
     python -m omnistory_core report ...             leaderboard, statistics, figures, HTML
     python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
     python -m omnistory_core judges ...             judge prompts and panels
+    python -m omnistory_core env create tts=parler  a virtual environment for one component
 """
 
 from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = ("plugins", "report", "evaluate", "judges")
+SUBCOMMANDS = ("plugins", "report", "evaluate", "judges", "env")
 
 
 def _hydra_main() -> int:
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             from omnistory_core.evaluation.command import main as evaluate_main
 
             return _run_user_errors(lambda: evaluate_main(rest))
+        if command == "env":
+            from omnistory_core.envs import main as env_main
+
+            return _run_user_errors(lambda: env_main(rest))
         if command == "judges":
             from omnistory_core.evaluation.judges.command import main as judges_main
 

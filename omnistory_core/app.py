@@ -92,6 +92,7 @@ def component_manifest(component, registry) -> dict[str, Any]:
         "plugin": plugin.name if plugin else None,
         "distribution": plugin.distribution if plugin else None,
         "distribution_version": plugin.version if plugin else None,
+        "runner_python": getattr(component, "python", None),
     }
 
 
@@ -106,6 +107,7 @@ def sum_usage(plans) -> dict[str, float]:
 
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory."""
+    from omnistory_core.engine.isolation import maybe_isolate
     from omnistory_core.engine.job import STAGES, build_component, run_job
     from omnistory_core.engine.outputs import materialize
     from omnistory_core.engine.store import Store, atomic_write_bytes
@@ -123,11 +125,14 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         )
         for stage in STAGES
     }
+    store = Store(Path(cfg.engine.store).resolve())
+    for stage in STAGES:
+        runner = OmegaConf.to_container(cfg[stage], resolve=True).get("runner")
+        components[stage] = maybe_isolate(components[stage], runner, store.root)
     oracle = any(c.oracle for c in components.values())
     system_id = str(cfg.system_id)
     label = f"{system_id}{' [ORACLE]' if oracle else ''}"
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
-    store = Store(Path(cfg.engine.store).resolve())
     with progress_bars(bool(cfg.engine.progress)) as progress:
         result = run_job(
             examples=examples, components=components, store=store,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,9 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    # build from a copy: setuptools leaves egg-info/build folders in the source tree
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venvs", "outputs", "*.egg-info", "build", "__pycache__", "plugins",
+        "tests", "benchmarks"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(wheels), str(ROOT)],
+         "-w", str(wheels), str(source)],
         check=True, capture_output=True, text=True,
     )
     wheel = next(wheels.glob("omnistory_core-*.whl"))

@@ -55,8 +55,20 @@ class StageItem:
     blocked_by: Failure | None = None
 
 
+@dataclass
+class Encoded:
+    """A result already encoded into the store (by an isolated worker process)."""
+
+    status: str
+    output: dict[str, Any]
+    failure: dict[str, str] | None
+    usage: dict[str, Any]
+
+
 def encode_result(kind: str, result: Any, store: Store) -> tuple[str, dict, dict | None, dict]:
     """Turn a component's return value into (status, output, failure, usage) for a CallRecord."""
+    if isinstance(result, Encoded):
+        return result.status, result.output, result.failure, result.usage
     if isinstance(result, Failure):
         return "failure", {}, result.to_dict(), {}
     if isinstance(result, BaseException):

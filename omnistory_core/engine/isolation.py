@@ -1,0 +1,156 @@
+"""Run a component in its own virtual environment through a worker process.
+
+Configure per component: ``tts.runner.python=/path/to/venv/bin/python`` (``runner.env`` adds
+environment variables, ``runner.timeout_s`` bounds one batch).  The worker keeps the model loaded across
+calls; a worker that dies makes the items of its batch ``model_error`` failures and is restarted on
+the next call.  ``python -m omnistory_core env create tts=parler`` builds such an environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import Component, ComponentError
+from omnistory_core.engine.stage import Encoded
+from omnistory_core.engine.worker import encode_value
+
+
+class WorkerDied(ComponentError):
+    def __init__(self, message: str):
+        super().__init__(message, category="model_error")
+
+
+class IsolatedComponent:
+    """Looks like the wrapped component to the engine; executes it in a worker process."""
+
+    def __init__(self, component: Component, python: str, store_root: str | Path,
+                 env: dict[str, str] | None = None, timeout_s: float | None = None):
+        self._component = component
+        self.python = python
+        self.store_root = str(store_root)
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.timeout_s = timeout_s
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: deque[str] = deque(maxlen=40)
+        self.starts = 0
+
+    def __getattr__(self, name: str) -> Any:  # identity, reads, params, key(), batch_size ...
+        return getattr(self._component, name)
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._proc.pid if self._proc and self._proc.poll() is None else None
+
+    # -- process management ---------------------------------------------------------------
+    def _start(self) -> None:
+        if not Path(self.python).exists():
+            raise ComponentError(
+                f"{self._component.key()}: runner.python {self.python!r} does not exist; create it"
+                f" with `python -m omnistory_core env create {self._component.kind}="
+                f"{self._component.name}`"
+            )
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        self._proc = subprocess.Popen(
+            [self.python, "-m", "omnistory_core.engine.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, encoding="utf-8", env=env, bufsize=1,
+        )
+        self.starts += 1
+        proc = self._proc
+        threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
+        reply = self._request({
+            "op": "load", "kind": self._component.kind, "name": self._component.name,
+            "params": self._component.params, "store": self.store_root,
+        })
+        if reply.get("version") != self._component.version:
+            self.unload()
+            raise ComponentError(
+                f"{self._component.key()}: the worker environment has version"
+                f" {reply.get('version')!r}, this environment {self._component.version!r};"
+                " reinstall the plugin in both"
+            )
+
+    def _drain(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr.append(line.rstrip())
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            raise WorkerDied("worker is not running")
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise self._died(f"could not write to worker: {exc}") from None
+        timer = None
+        if self.timeout_s:
+            timer = threading.Timer(float(self.timeout_s), proc.kill)
+            timer.start()
+        try:
+            line = proc.stdout.readline()
+        finally:
+            if timer:
+                timer.cancel()
+        if not line:
+            raise self._died("worker exited")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ComponentError(f"worker error: {reply.get('error')}")
+        return reply
+
+    def _died(self, what: str) -> WorkerDied:
+        proc = self._proc
+        code = proc.wait(timeout=10) if proc else None
+        self._proc = None
+        tail = " | ".join(list(self._stderr)[-5:])
+        return WorkerDied(f"{self._component.key()} {what} (exit code {code}); stderr: {tail}")
+
+    # -- component API ----------------------------------------------------------------------
+    def load(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = None
+            self._start()  # restart after a crash
+        payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
+        try:
+            reply = self._request({"op": "run", "items": payload})
+        except WorkerDied as exc:
+            return [exc] * len(items)
+        return [Encoded(r["status"], r["output"], r["failure"], r["usage"])
+                for r in reply["results"]]
+
+    def unload(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+                proc.stdin.flush()
+                proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+
+
+def maybe_isolate(component: Component, runner: Any, store_root: str | Path):
+    """Wrap ``component`` in a worker when its config has ``runner.python``."""
+    if not runner or not runner.get("python"):
+        return component
+    return IsolatedComponent(
+        component, str(runner["python"]), store_root, env=dict(runner.get("env") or {}),
+        timeout_s=runner.get("timeout_s"),
+    )

@@ -1,0 +1,109 @@
+"""The isolation worker: runs one component in another Python environment.
+
+Started by :class:`omnistory_core.engine.isolation.IsolatedComponent` as
+``<venv>/bin/python -m omnistory_core.engine.worker``; speaks JSON lines over stdio.  Requests::
+
+    {"op": "load", "kind": "tts", "name": "parler", "params": {...}, "store": "/abs/store"}
+    {"op": "run", "items": [{"utterance": "...", "current_image": {"__media__": {"path", "sha256"}}}]}
+    {"op": "unload"} | {"op": "shutdown"}
+
+Replies are one JSON object per request: ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``.
+Results are encoded into the shared store by the worker (media travel as store paths, never through
+the pipe): ``{"status", "output", "failure", "usage"}`` per item.  The model stays loaded across calls.
+Anything the component prints goes to stderr, so stdout carries protocol lines only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+
+def decode_value(value: Any) -> Any:
+    from omnistory_core.components import Media
+
+    if isinstance(value, dict) and set(value) == {"__media__"}:
+        return Media(**value["__media__"])
+    return value
+
+
+def encode_value(value: Any) -> Any:
+    from omnistory_core.components import Media
+
+    if isinstance(value, Media):
+        return {"__media__": {"path": value.path, "sha256": value.sha256}}
+    return value
+
+
+def serve(stdin, stdout) -> int:
+    from omnistory_core.engine.stage import encode_result, exception_failure
+    from omnistory_core.engine.store import Store
+    from omnistory_core.plugins import load_plugins
+
+    component = None
+    store = None
+
+    def reply(obj: dict[str, Any]) -> None:
+        stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        stdout.flush()
+
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "load":
+                registry = load_plugins()
+                cls = registry.component(request["kind"], request["name"])
+                component = cls(**request.get("params", {}))
+                store = Store(request["store"])
+                component.load()
+                reply({"ok": True, "version": cls.version, "pid": os.getpid(),
+                       "python": sys.executable})
+            elif op == "run":
+                if component is None or store is None:
+                    raise RuntimeError("run before load")
+                items = [{k: decode_value(v) for k, v in it.items()} for it in request["items"]]
+                try:
+                    outputs = component.run_batch(items)
+                except Exception as exc:  # the whole batch failed: report per item
+                    outputs = [exc] * len(items)
+                results = []
+                for out in outputs:
+                    try:
+                        status, output, failure, usage = encode_result(component.kind, out, store)
+                    except Exception as exc:
+                        status, output, failure, usage = (
+                            "failure", {}, exception_failure(exc).to_dict(), {})
+                    results.append({"status": status, "output": output, "failure": failure,
+                                    "usage": usage})
+                reply({"ok": True, "results": results})
+            elif op == "unload":
+                if component is not None:
+                    component.unload()
+                reply({"ok": True})
+            elif op == "shutdown":
+                reply({"ok": True})
+                return 0
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
+def main() -> int:
+    # Keep the protocol channel clean: everything printed by libraries goes to stderr.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return serve(sys.stdin, protocol)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

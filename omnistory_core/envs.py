@@ -1,0 +1,101 @@
+"""``python -m omnistory_core env create <group>=<name>``: a virtual environment for one component.
+
+The environment gets omnistory-core and the plugin's distribution (from the same local source tree
+when they were installed from one, else the same version from the package index) plus the
+component's declared ``requirements``.  Run the component there with
+``<group>.runner.python=<venv>/bin/python``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+GROUP_KIND = {"planner": "planner", "image": "image", "tts": "tts", "backbone": "backbone",
+              "metric": "metric", "judge": "judge"}
+
+
+def install_spec(distribution: str) -> list[str]:
+    """pip arguments that reinstall ``distribution`` the way it is installed here."""
+    # A stray *.egg-info in the working directory can shadow the installed metadata: prefer the
+    # installed distribution that records where it came from.
+    candidates = [d for d in md.distributions() if (d.metadata["Name"] or "").lower().replace(
+        "_", "-") == distribution.lower().replace("_", "-")]
+    if not candidates:
+        raise SystemExit(f"distribution {distribution!r} is not installed")
+    dist = next((d for d in candidates if d.read_text("direct_url.json")), candidates[0])
+    direct = dist.read_text("direct_url.json")
+    if direct:
+        info = json.loads(direct)
+        url = info.get("url", "")
+        if url.startswith("file://"):
+            path = unquote(urlparse(url).path)
+            if info.get("dir_info", {}).get("editable"):
+                return ["-e", path]
+            return [path]
+    return [f"{dist.metadata['Name']}=={dist.version}"]
+
+
+def plan_env(selection: str) -> tuple[str, list[list[str]]]:
+    """The component key and the pip install argument lists for its environment."""
+    from omnistory_core.plugins import load_plugins
+
+    group, _, name = selection.partition("=")
+    if group not in GROUP_KIND or not name:
+        raise SystemExit(f"expected <group>=<name> with group in {sorted(GROUP_KIND)}, got {selection!r}")
+    registry = load_plugins()
+    cls = registry.component(GROUP_KIND[group], name)
+    plugin = registry.plugins[registry.origins[(cls.kind, cls.name)]]
+    steps: list[list[str]] = []
+    requirements = list(getattr(cls, "requirements", ()) or ())
+    torch_pins = [r for r in requirements if r.replace(" ", "").startswith("torch==")]
+    if torch_pins:  # install the pinned torch alone first so nothing pulls another build
+        steps.append(torch_pins)
+    steps.append(install_spec("omnistory-core"))
+    if plugin.distribution not in ("omnistory-core", "unknown"):
+        steps.append(install_spec(plugin.distribution))
+    rest = [r for r in requirements if r not in torch_pins]
+    if rest:
+        steps.append(rest)
+    return cls.key(), steps
+
+
+def create(selection: str, directory: Path | None, python: str, dry_run: bool,
+           system_site_packages: bool = False) -> int:
+    key, steps = plan_env(selection)
+    directory = directory or Path(".venvs") / key.replace("/", "-")
+    venv_python = directory / "bin" / "python"
+    commands = [[python, "-m", "venv", *(["--system-site-packages"] if system_site_packages
+                                         else []), str(directory)]]
+    commands += [[str(venv_python), "-m", "pip", "install", "-q", *step] for step in steps]
+    for command in commands:
+        print("$ " + " ".join(command), flush=True)
+    if dry_run:
+        return 0
+    t0 = time.perf_counter()
+    for command in commands:
+        subprocess.run(command, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    print(f"created {directory} for {key} in {time.perf_counter() - t0:.0f} s")
+    group = selection.partition("=")[0]
+    print(f"use it with: {group}.runner.python={venv_python.resolve()}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="omnistory env", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create", help="create a component's virtual environment")
+    c.add_argument("selection", help="<group>=<name>, e.g. tts=parler")
+    c.add_argument("--dir", type=Path, default=None, help="default: .venvs/<kind>-<name>")
+    c.add_argument("--python", default=sys.executable, help="interpreter that creates the venv")
+    c.add_argument("--dry-run", action="store_true", help="print the commands only")
+    c.add_argument("--system-site-packages", action="store_true")
+    args = parser.parse_args(argv)
+    return create(args.selection, args.dir, args.python, args.dry_run, args.system_site_packages)
