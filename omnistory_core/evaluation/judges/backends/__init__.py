@@ -1,0 +1,11 @@
+"""Judge inference backends: vLLM offline, OpenAI-compatible servers, Transformers."""
+
+from omnistory_core.evaluation.judges.backends.base import (
+    BACKENDS,
+    Backend,
+    Decoding,
+    Generation,
+    create_backend,
+)
+
+__all__ = ["BACKENDS", "Backend", "Decoding", "Generation", "create_backend"]

@@ -1,0 +1,86 @@
+"""What every judge backend does: turn rendered prompts into raw answers, one per prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from omnistory_core.evaluation.judges.render import RenderedPrompt
+from omnistory_core.evaluation.judges.specs import JudgeSpec
+
+
+@dataclass
+class Generation:
+    """One raw answer, or why there is none (``error`` set: an inference failure)."""
+
+    text: str | None
+    error: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "error": self.error,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """First-pass decoding settings (App. E.3.1): greedy, top-p 1, no repetition penalty."""
+
+    temperature: float
+    top_p: float
+    repetition_penalty: float
+    seed: int
+    max_new_tokens: int
+
+    @classmethod
+    def from_spec(cls, spec: JudgeSpec, params: dict[str, Any]) -> Decoding:
+        base = spec.decoding()
+        base.update({k: params[k] for k in base if params.get(k) is not None})
+        return cls(
+            temperature=float(base["temperature"]),
+            top_p=float(base["top_p"]),
+            repetition_penalty=float(base["repetition_penalty"]),
+            seed=int(base["seed"]),
+            max_new_tokens=int(base["max_new_tokens"]),
+        )
+
+
+class Backend(Protocol):
+    """A loaded judge model behind some inference stack."""
+
+    def load(self) -> None: ...
+
+    def generate(self, prompts: list[RenderedPrompt]) -> list[Generation]:
+        """One :class:`Generation` per prompt, same order; never raises for one bad prompt."""
+        ...
+
+    def close(self) -> None: ...
+
+
+BACKENDS = ("vllm", "openai", "transformers")
+
+
+def create_backend(name: str, spec: JudgeSpec, params: dict[str, Any]) -> Backend:
+    """Instantiate backend ``name`` for ``spec`` (heavy imports happen in its ``load``)."""
+    if name == "openai":
+        from omnistory_core.evaluation.judges.backends.openai_compat import OpenAICompatibleBackend
+
+        return OpenAICompatibleBackend(spec, params)
+    if name == "vllm":
+        from omnistory_core.evaluation.judges.backends.vllm_offline import VLLMOfflineBackend
+
+        return VLLMOfflineBackend(spec, params)
+    if name == "transformers":
+        from omnistory_core.evaluation.judges.backends.transformers_backend import (
+            TransformersBackend,
+        )
+
+        return TransformersBackend(spec, params)
+    raise ValueError(f"judge {spec.id}: unknown backend {name!r}; expected one of {BACKENDS}")

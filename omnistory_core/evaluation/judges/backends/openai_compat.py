@@ -1,0 +1,249 @@
+"""Judging through any OpenAI-compatible chat-completions server (``vllm serve``, hosted APIs).
+
+Parameters (from the judge's config):
+
+``base_url`` (required), ``model`` (served model name; default: the checkpoint id),
+``api_key_env`` (environment variable holding the key; unset means the placeholder key ``EMPTY``
+that local servers accept), ``concurrency`` (requests in flight at most; default: the paper's
+``max_num_seqs``), ``timeout`` (s per request), ``max_retries``, ``max_retry_wait`` (cap on one
+wait, s), ``vllm_extras`` (send vLLM's non-OpenAI fields: repetition penalty, chat-template
+switches, stop token ids, multimodal processor options; switch off for hosted APIs),
+``media`` (``"data_url"``: inline base64, the default; ``"file_url"``: ``file://`` paths for a
+server started with ``--allowed-local-media-path``), ``max_tokens_field`` (``max_tokens`` or
+``max_completion_tokens``).
+
+Failed requests are retried on 408/409/429/5xx, connection errors and timeouts; a ``Retry-After``
+(or ``retry-after-ms``) header sets the wait, otherwise it grows exponentially.  The SDK's own
+retries are off so that this policy is the only one.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.evaluation.judges import media
+from omnistory_core.evaluation.judges.backends.base import Decoding, Generation
+from omnistory_core.evaluation.judges.render import RenderedPrompt
+from omnistory_core.evaluation.judges.specs import JudgeSpec
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server asked for, from ``retry-after-ms`` or ``Retry-After`` (seconds or date)."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(float(value) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    when = email.utils.parsedate_to_datetime(value) if value else None
+    if when is None:
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def to_chat_messages(messages: list[dict[str, Any]], media_mode: str = "data_url") -> list[dict]:
+    """Canonical messages -> chat-completions messages (``image_url`` / ``input_audio`` parts)."""
+    out = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append({"role": message["role"], "content": content})
+            continue
+        parts = []
+        for part in content:
+            kind = part["type"]
+            if kind == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            elif kind == "image":
+                url = (
+                    Path(part["image"]).resolve().as_uri()
+                    if media_mode == "file_url"
+                    else media.image_data_url(part["image"])
+                )
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            elif kind == "audio":
+                if media_mode == "file_url":
+                    url = Path(part["audio"]).resolve().as_uri()
+                    parts.append({"type": "audio_url", "audio_url": {"url": url}})
+                else:
+                    data, fmt = media.audio_base64(part["audio"])
+                    audio = {"data": data, "format": fmt}
+                    parts.append({"type": "input_audio", "input_audio": audio})
+            else:
+                raise ValueError(f"unsupported content part type {kind!r}")
+        out.append({"role": message["role"], "content": parts})
+    return out
+
+
+class OpenAICompatibleBackend:
+    """Bounded-concurrency client for one served judge model."""
+
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        params: dict[str, Any],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if not params.get("base_url"):
+            raise ValueError(
+                f"judge {spec.id}: the openai backend needs `base_url` (e.g. "
+                f"judge.{spec.id}.base_url=http://127.0.0.1:8000/v1)"
+            )
+        self.spec = spec
+        self.params = params
+        self.decoding = Decoding.from_spec(spec, params)
+        self.base_url = str(params["base_url"])
+        self.model = str(params.get("model") or params.get("checkpoint") or spec.checkpoint)
+        if not self.model:
+            raise ValueError(f"judge {spec.id}: set `model` (the served model name)")
+        self.concurrency = max(int(params.get("concurrency") or spec.max_num_seqs), 1)
+        self.timeout = float(params.get("timeout") or 600.0)
+        self.max_retries = int(params.get("max_retries", 5))
+        self.max_retry_wait = float(params.get("max_retry_wait") or 120.0)
+        self.vllm_extras = bool(params.get("vllm_extras", spec.vllm_extras))
+        self.media_mode = str(params.get("media") or "data_url")
+        self.max_tokens_field = str(params.get("max_tokens_field") or "max_tokens")
+        self._sleep = sleep
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def load(self) -> None:
+        import openai
+
+        env = self.params.get("api_key_env")
+        key = os.environ.get(str(env)) if env else None
+        if env and not key:
+            raise ValueError(f"judge {self.spec.id}: environment variable {env} is not set")
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=key or "EMPTY",
+            max_retries=0,
+            timeout=self.timeout,
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- requests -------------------------------------------------------------------------
+    def request_kwargs(self, prompt: RenderedPrompt) -> dict[str, Any]:
+        """The chat-completions call for one prompt (public for audits and tests)."""
+        d = self.decoding
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_chat_messages(prompt.messages, self.media_mode),
+            "temperature": d.temperature,
+            "top_p": d.top_p,
+            "seed": d.seed,
+            self.max_tokens_field: d.max_new_tokens,
+        }
+        if prompt.json_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "judge_answer",
+                    "schema": prompt.json_schema,
+                    "strict": True,
+                },
+            }
+        if self.vllm_extras:
+            extra: dict[str, Any] = {"repetition_penalty": d.repetition_penalty}
+            if prompt.chat_template_kwargs:
+                extra["chat_template_kwargs"] = dict(prompt.chat_template_kwargs)
+            if prompt.stop_token_ids:
+                extra["stop_token_ids"] = list(prompt.stop_token_ids)
+            mm = self.spec.engine_kwargs.get("mm_processor_kwargs")
+            if mm:
+                extra["mm_processor_kwargs"] = dict(mm)
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _call(self, kwargs: dict[str, Any]) -> Generation:
+        import openai
+
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                response = self._client.chat.completions.create(**kwargs)
+            except (openai.APIConnectionError, openai.APIStatusError) as exc:
+                status = getattr(exc, "status_code", None)
+                retryable = status is None or status in RETRY_STATUSES
+                if not retryable or attempt > self.max_retries:
+                    return Generation(text=None, error=_describe(exc), attempts=attempt)
+                response_obj = getattr(exc, "response", None)
+                wait = retry_after_seconds(getattr(response_obj, "headers", None))
+                if wait is None:
+                    wait = min(0.5 * 2 ** (attempt - 1), 30.0)
+                error_wait = min(wait, self.max_retry_wait)
+            else:
+                return _generation_from(response, attempt)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+            self._sleep(error_wait)
+
+    def generate(self, prompts: list[RenderedPrompt]) -> list[Generation]:
+        if self._client is None:
+            self.load()
+        calls = []
+        for prompt in prompts:
+            try:
+                calls.append(self.request_kwargs(prompt))
+            except (OSError, ValueError) as exc:  # unreadable media: this item fails, not the batch
+                calls.append(exc)
+
+        def one(call: dict[str, Any] | Exception) -> Generation:
+            if isinstance(call, Exception):
+                return Generation(text=None, error=f"{type(call).__name__}: {call}", attempts=0)
+            return self._call(call)
+
+        if self.concurrency == 1 or len(calls) <= 1:
+            return [one(c) for c in calls]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(one, calls))
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    prefix = f"HTTP {status}: " if status is not None else ""
+    return f"{prefix}{type(exc).__name__}: {exc}"
+
+
+def _generation_from(response: Any, attempts: int) -> Generation:
+    if not response.choices:
+        return Generation(text=None, error="the server returned no choices", attempts=attempts)
+    choice = response.choices[0]
+    usage = response.usage.model_dump() if getattr(response, "usage", None) else {}
+    return Generation(
+        text=(choice.message.content or "").strip(),
+        finish_reason=choice.finish_reason,
+        usage={k: v for k, v in usage.items() if isinstance(v, (int, float))},
+        attempts=attempts,
+    )
