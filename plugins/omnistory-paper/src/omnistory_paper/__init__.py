@@ -1,0 +1,1 @@
+"""The Omni-StoryBench paper's system presets (``system=<id>``) and suites (``suite=orchestration``)."""

@@ -1,0 +1,16 @@
+"""Registers the paper's presets on the config search path; it adds no component of its own."""
+
+from omnistory_core.hookspecs import hookimpl
+
+#: the paper's 18 orchestration systems (Section 5.1): planner x image expert x TTS expert
+ORCHESTRATION: tuple[str, ...] = tuple(
+    [f"{p}_{i}_{t}" for p in ("gpt", "claude", "glm") for i in ("dev", "kontext")
+     for t in ("parler", "voxcpm")]
+    + [f"internvl_{i}_parler" for i in ("dev", "kontext", "nitro")]
+    + [f"qwen35_{i}_voxcpm" for i in ("dev", "kontext", "nitro")]
+)
+
+
+@hookimpl
+def register_config_paths(register):
+    register("pkg://omnistory_paper.conf")
