@@ -1,0 +1,1 @@
+"""Versioned JSON Schema files shipped as package data (read with `importlib.resources`)."""
