@@ -62,13 +62,19 @@ RUNTIME_PARAMS = (
 
 
 def result_from_generation(
-    spec: JudgeSpec, generation: Generation, *, backend: str, checkpoint: str | None = None
+    spec: JudgeSpec,
+    generation: Generation,
+    *,
+    backend: str,
+    checkpoint: str | None = None,
+    served_model: str | None = None,
 ) -> EvalResult:
     """Validate one raw answer and package it as an :class:`EvalResult` (pure)."""
     keys = criteria_for(spec.track)
     detail: dict[str, Any] = {
         "judge": spec.id,
-        "checkpoint": checkpoint or spec.checkpoint,
+        "checkpoint": checkpoint or spec.checkpoint or served_model,
+        "served_model": served_model,
         "track": spec.track,
         "backend": backend,
         "raw_response": generation.text,
@@ -157,10 +163,13 @@ class PaperJudge(Judge):
                     f"judge {self.spec.id}: backend returned {len(generations)} answers for "
                     f"{len(prompts)} prompts"
                 )
-            checkpoint = self.params.get("model") or self.params.get("checkpoint")
             for i, generation in zip(positions, generations, strict=True):
                 results[i] = result_from_generation(
-                    self.spec, generation, backend=self.backend_name, checkpoint=checkpoint
+                    self.spec,
+                    generation,
+                    backend=self.backend_name,
+                    checkpoint=self.params.get("checkpoint"),
+                    served_model=self.params.get("model"),
                 )
         return results
 

@@ -142,6 +142,7 @@ def test_hosted_judge_sends_no_vllm_fields(item, monkeypatch):
         body = server.requests[0]
     assert result.status == "ok"
     assert "repetition_penalty" not in body and "chat_template_kwargs" not in body
+    assert result.detail["checkpoint"] == result.detail["served_model"] == "gpt-x"
 
 
 def test_missing_api_key_variable_is_a_clear_error(item, monkeypatch):

@@ -70,7 +70,14 @@ class VLLMOfflineBackend:
         self._processor: Any = None
 
     def load(self) -> None:
-        from vllm import LLM
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ImportError(
+                f"judge {self.spec.id}: backend=vllm needs the vllm package (and a GPU). "
+                f"Alternatively serve the model (vllm serve {self.spec.checkpoint}) and set "
+                f"backend=openai base_url=http://HOST:PORT/v1"
+            ) from exc
 
         self._llm = LLM(**engine_arguments(self.spec, self.params))
 
