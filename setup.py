@@ -1,5 +1,5 @@
-"""Only here because the Hydra configs live in the top-level ``conf/`` folder yet must ship inside the
-wheel as the ``omnistory_core.conf`` package; pyproject metadata cannot rename a folder."""
+"""Only here because the Hydra configs live in the top-level ``conf/`` folder yet must ship inside
+the wheel as the ``omnistory_core.conf`` package; pyproject metadata cannot rename a folder."""
 
 from setuptools import find_namespace_packages, setup
 

@@ -20,16 +20,33 @@ from pathlib import Path
 
 GRID = ["planner=template,copy", "image=copy,noop", "tts=espeak,noop"]
 #: the same grid shape with every model call taking 50 ms, like a (fast) real model would
-SLOW_GRID = ["planner=noop", "image=noop,copy", "tts=noop", "++planner.delay_s=0.05",
-             "++image.delay_s=0.05", "++tts.delay_s=0.05", "sweep_name=latency"]
+SLOW_GRID = [
+    "planner=noop",
+    "image=noop,copy",
+    "tts=noop",
+    "++planner.delay_s=0.05",
+    "++image.delay_s=0.05",
+    "++tts.delay_s=0.05",
+    "sweep_name=latency",
+]
 
 
 def sweep(root: Path, grid: list[str] = GRID) -> float:
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "-m", *grid, "output_root=out",
-         "engine.progress=false"],
-        cwd=root, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "-m",
+            *grid,
+            "output_root=out",
+            "engine.progress=false",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return time.perf_counter() - t0
 
@@ -47,8 +64,10 @@ def overhead(repeats: int) -> tuple[float, float, int]:
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             store = Store(Path(tmp) / "store")
-            comps = {k: build_component(registry, k, {"name": "noop"}, seed=0, allow_oracle=False)
-                     for k in ("planner", "image", "tts")}
+            comps = {
+                k: build_component(registry, k, {"name": "noop"}, seed=0, allow_oracle=False)
+                for k in ("planner", "image", "tts")
+            }
             t0 = time.perf_counter()
             run_job(examples=examples, components=comps, store=store)
             cold.append((time.perf_counter() - t0) / len(examples))
@@ -77,15 +96,21 @@ def main() -> int:
     cold, warm, n = overhead(args.repeats)
     naive = jobs * n * 3
     print(f"grid sweep: {' '.join(GRID)} on the demo ({jobs} jobs x {n} examples)")
-    print(f"  model calls, first run        : {calls}  (naive per-config: {naive}; "
-          f"ratio {calls / naive:.3f})")
+    print(
+        f"  model calls, first run        : {calls}  (naive per-config: {naive}; "
+        f"ratio {calls / naive:.3f})"
+    )
     for name, c in stats["components"].items():
         print(f"    {name:<18} calls {c['calls']:>3}  cache hits {c['cache_hits']:>3}")
     print(f"  wall time, first run          : {first:.2f} s")
-    print(f"  wall time, cached re-run      : {second:.2f} s  (ratio {second / first:.3f}; "
-          f"calls {calls2}, model loads {loads2})")
-    print(f"simulated 50 ms/call: {' '.join(SLOW_GRID[:3])}: first {slow_first:.2f} s, cached"
-          f" re-run {slow_second:.2f} s (ratio {slow_second / slow_first:.3f})")
+    print(
+        f"  wall time, cached re-run      : {second:.2f} s  (ratio {second / first:.3f}; "
+        f"calls {calls2}, model loads {loads2})"
+    )
+    print(
+        f"simulated 50 ms/call: {' '.join(SLOW_GRID[:3])}: first {slow_first:.2f} s, cached"
+        f" re-run {slow_second:.2f} s (ratio {slow_second / slow_first:.3f})"
+    )
     print(f"framework overhead per (system, example), noop components, best of {args.repeats}:")
     print(f"  cold store                    : {cold * 1000:.2f} ms")
     print(f"  cached                        : {warm * 1000:.2f} ms  (ratio {warm / cold:.3f})")

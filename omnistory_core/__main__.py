@@ -1,11 +1,11 @@
 """``python -m omnistory_core`` / ``omnistory``: the Hydra app plus a few plain subcommands.
 
-    python -m omnistory_core [hydra overrides]      run a system (or a sweep with -m)
-    python -m omnistory_core plugins                list plugins, what they register, load errors
-    python -m omnistory_core report ...             leaderboard, statistics, figures, HTML
-    python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
-    python -m omnistory_core judges ...             judge prompts and panels
-    python -m omnistory_core env create tts=parler  a virtual environment for one component
+python -m omnistory_core [hydra overrides]      run a system (or a sweep with -m)
+python -m omnistory_core plugins                list plugins, what they register, load errors
+python -m omnistory_core report ...             leaderboard, statistics, figures, HTML
+python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
+python -m omnistory_core judges ...             judge prompts and panels
+python -m omnistory_core env create tts=parler  a virtual environment for one component
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def _hydra_main() -> int:
     if problem:
         print(f"omnistory: {problem}", file=sys.stderr)
         return 2
-    app = hydra.main(version_base="1.3", config_path="pkg://omnistory_core.conf",
-                     config_name="config")(task)
+    app = hydra.main(
+        version_base="1.3", config_path="pkg://omnistory_core.conf", config_name="config"
+    )(task)
     app()
     return 0
 

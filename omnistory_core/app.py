@@ -50,7 +50,10 @@ def load_examples(spec: Mapping[str, Any]):
 def git_revision() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
         )
     except (OSError, subprocess.SubprocessError):
@@ -62,18 +65,28 @@ def git_revision() -> str | None:
 def progress_bars(enabled: bool):
     """Yield ``progress(label, total) -> advance(n)`` backed by rich progress bars on stderr."""
     if not enabled:
-        yield lambda label, total: (lambda n: None)
+        yield lambda label, total: lambda n: None
         return
     from rich.console import Console
     from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
     )
 
     console = Console(stderr=True)
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=False, disable=not console.is_terminal and False,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal and False,
     ) as bars:
+
         def progress(label: str, total: int):
             task = bars.add_task(label, total=total)
             return lambda n: bars.advance(task, n)
@@ -105,6 +118,31 @@ def sum_usage(plans) -> dict[str, float]:
     return total
 
 
+def narration_lengths(result) -> dict[str, float]:
+    """Unicode characters of the generated narrations (after trimming): VLM planners tend to write
+    twice the benchmark's ~107-character references, which costs BERTScore."""
+    from omnistory_core.engine.outputs import text_outcome
+
+    lengths = sorted(
+        len(t.strip())
+        for ex in result.examples
+        if isinstance(t := text_outcome(result, ex.index), str)
+    )
+    if not lengths:
+        return {"n": 0}
+    return {
+        "n": len(lengths),
+        "mean": round(sum(lengths) / len(lengths), 2),
+        "median": float(
+            lengths[len(lengths) // 2]
+            if len(lengths) % 2
+            else (lengths[len(lengths) // 2 - 1] + lengths[len(lengths) // 2]) / 2
+        ),
+        "min": lengths[0],
+        "max": lengths[-1],
+    }
+
+
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory."""
     from omnistory_core.engine.isolation import maybe_isolate
@@ -120,8 +158,11 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     examples, fingerprint = load_examples(spec)
     components = {
         stage: build_component(
-            registry, stage, OmegaConf.to_container(cfg[stage], resolve=True),
-            seed=int(cfg.seed), allow_oracle=bool(cfg.allow_oracle),
+            registry,
+            stage,
+            OmegaConf.to_container(cfg[stage], resolve=True),
+            seed=int(cfg.seed),
+            allow_oracle=bool(cfg.allow_oracle),
         )
         for stage in STAGES
     }
@@ -135,8 +176,11 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
     with progress_bars(bool(cfg.engine.progress)) as progress:
         result = run_job(
-            examples=examples, components=components, store=store,
-            retry_failures=bool(cfg.engine.retry_failures), progress=progress,
+            examples=examples,
+            components=components,
+            store=store,
+            retry_failures=bool(cfg.engine.retry_failures),
+            progress=progress,
         )
     missing = materialize(output_dir, result, store)
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -151,6 +195,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         "store": str(store.root),
         "n_examples": len(examples),
         "missing": missing,
+        "narration_chars": narration_lengths(result),
         "usage": {"planner": sum_usage(result.plans)},
         "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
         "config": plain_cfg,
@@ -170,7 +215,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     atomic_write_bytes(output_dir / "manifest.json", text.encode("utf-8"))
     log.info(
         "wrote %s (missing: text %d, image %d, speech %d)",
-        output_dir, missing["text"], missing["image"], missing["speech"],
+        output_dir,
+        missing["text"],
+        missing["image"],
+        missing["speech"],
     )
     return manifest
 
@@ -214,6 +262,42 @@ class SweepCallback(Callback):  # type: ignore[misc]
             sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
         )
         log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
+        finish_sweep(config, sweep_dir)
+
+
+def finish_sweep(config: DictConfig, run_dir: Path) -> None:
+    """End of a sweep: evaluation (if configured), then the report from whatever is scored."""
+    evaluation = OmegaConf.to_container(config.evaluation, resolve=True)
+    metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
+    scores = run_dir / "scores.jsonl"
+    if metrics or judges:
+        from omnistory_core.evaluation.command import run_evaluation
+
+        run_evaluation(
+            run_dir,
+            metrics=metrics,
+            judges=judges,
+            overrides=list(evaluation.get("overrides") or []),
+            progress_enabled=bool(config.engine.progress),
+        )
+        log.info("scores: %s", scores)
+    if evaluation.get("report", True):
+        from omnistory_core.report.command import build_report
+
+        try:
+            out = build_report(
+                scores, run_dir / "report", run_dir=run_dir, print_table=bool(metrics or judges)
+            )
+        except Exception:  # the sweep's outputs are complete; only the report is missing
+            log.exception(
+                "building the report failed; the sweep outputs are complete. Rebuild it with "
+                "`python -m omnistory_core report --scores %s --out %s --run-dir %s`",
+                scores,
+                run_dir / "report",
+                run_dir,
+            )
+        else:
+            log.info("report: %s", out / "index.html")
 
 
 def output_dir_of_current_job() -> Path:

@@ -16,13 +16,15 @@ def main(argv: list[str]) -> int:
     registry = load_plugins()
     rows = []
     for name, info in sorted(registry.plugins.items(), key=lambda kv: (kv[0] != "builtin", kv[0])):
-        rows.append({
-            "plugin": name,
-            "distribution": info.distribution,
-            "version": info.version,
-            "registers": {k: sorted(v) for k, v in sorted(info.registers.items())},
-            "error": info.error,
-        })
+        rows.append(
+            {
+                "plugin": name,
+                "distribution": info.distribution,
+                "version": info.version,
+                "registers": {k: sorted(v) for k, v in sorted(info.registers.items())},
+                "error": info.error,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -36,8 +38,11 @@ def main(argv: list[str]) -> int:
         kinds = row["registers"] or {"-": []}
         for n, (kind, names) in enumerate(kinds.items()):
             table.add_row(
-                row["plugin"] if n == 0 else "", row["distribution"] if n == 0 else "",
-                row["version"] if n == 0 else "", kind, ", ".join(names) or "-",
+                row["plugin"] if n == 0 else "",
+                row["distribution"] if n == 0 else "",
+                row["version"] if n == 0 else "",
+                kind,
+                ", ".join(names) or "-",
                 (row["error"] or "") if n == 0 else "",
             )
     Console().print(table)

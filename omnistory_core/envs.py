@@ -18,16 +18,26 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-GROUP_KIND = {"planner": "planner", "image": "image", "tts": "tts", "backbone": "backbone",
-              "metric": "metric", "judge": "judge"}
+GROUP_KIND = {
+    "planner": "planner",
+    "image": "image",
+    "tts": "tts",
+    "backbone": "backbone",
+    "metric": "metric",
+    "judge": "judge",
+}
 
 
 def install_spec(distribution: str) -> list[str]:
     """pip arguments that reinstall ``distribution`` the way it is installed here."""
     # A stray *.egg-info in the working directory can shadow the installed metadata: prefer the
     # installed distribution that records where it came from.
-    candidates = [d for d in md.distributions() if (d.metadata["Name"] or "").lower().replace(
-        "_", "-") == distribution.lower().replace("_", "-")]
+    candidates = [
+        d
+        for d in md.distributions()
+        if (d.metadata["Name"] or "").lower().replace("_", "-")
+        == distribution.lower().replace("_", "-")
+    ]
     if not candidates:
         raise SystemExit(f"distribution {distribution!r} is not installed")
     dist = next((d for d in candidates if d.read_text("direct_url.json")), candidates[0])
@@ -49,7 +59,9 @@ def plan_env(selection: str) -> tuple[str, list[list[str]]]:
 
     group, _, name = selection.partition("=")
     if group not in GROUP_KIND or not name:
-        raise SystemExit(f"expected <group>=<name> with group in {sorted(GROUP_KIND)}, got {selection!r}")
+        raise SystemExit(
+            f"expected <group>=<name> with group in {sorted(GROUP_KIND)}, got {selection!r}"
+        )
     registry = load_plugins()
     cls = registry.component(GROUP_KIND[group], name)
     plugin = registry.plugins[registry.origins[(cls.kind, cls.name)]]
@@ -67,13 +79,25 @@ def plan_env(selection: str) -> tuple[str, list[list[str]]]:
     return cls.key(), steps
 
 
-def create(selection: str, directory: Path | None, python: str, dry_run: bool,
-           system_site_packages: bool = False) -> int:
+def create(
+    selection: str,
+    directory: Path | None,
+    python: str,
+    dry_run: bool,
+    system_site_packages: bool = False,
+) -> int:
     key, steps = plan_env(selection)
     directory = directory or Path(".venvs") / key.replace("/", "-")
     venv_python = directory / "bin" / "python"
-    commands = [[python, "-m", "venv", *(["--system-site-packages"] if system_site_packages
-                                         else []), str(directory)]]
+    commands = [
+        [
+            python,
+            "-m",
+            "venv",
+            *(["--system-site-packages"] if system_site_packages else []),
+            str(directory),
+        ]
+    ]
     commands += [[str(venv_python), "-m", "pip", "install", "-q", *step] for step in steps]
     for command in commands:
         print("$ " + " ".join(command), flush=True)
@@ -81,7 +105,9 @@ def create(selection: str, directory: Path | None, python: str, dry_run: bool,
         return 0
     t0 = time.perf_counter()
     for command in commands:
-        subprocess.run(command, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        subprocess.run(
+            command, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        )
     print(f"created {directory} for {key} in {time.perf_counter() - t0:.0f} s")
     group = selection.partition("=")[0]
     print(f"use it with: {group}.runner.python={venv_python.resolve()}")

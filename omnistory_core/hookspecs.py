@@ -3,7 +3,7 @@
 Each hook receives a ``register`` callback; call it once per thing you add.  Built-in components
 register through exactly these hooks (``omnistory_core.builtin``).
 
-Example plugin module (pointed at by ``[project.entry-points.omnistory] mymodel = "mypkg.plugin"``)::
+Example plugin module (named by ``[project.entry-points.omnistory] mymodel = "mypkg.plugin"``)::
 
     from omnistory_core.hookspecs import hookimpl
 
@@ -56,11 +56,11 @@ def register_judges(register):
 
 @hookspec
 def register_datasets(register):
-    """Register dataset loaders: ``register(name, loader)`` where ``loader(spec) -> list[StoryExample]``
-    and ``spec`` is the ``dataset`` config mapping."""
+    """Register dataset loaders: ``register(name, loader)`` where
+    ``loader(spec) -> list[StoryExample]`` and ``spec`` is the ``dataset`` config mapping."""
 
 
 @hookspec
 def register_config_paths(register):
-    """Register Hydra search-path entries (``pkg://package.conf`` or ``file:///abs/dir``) holding the
-    plugin's config groups; they are appended only for omnistory's own app."""
+    """Register Hydra search-path entries (``pkg://package.conf`` or ``file:///abs/dir``) holding
+    the plugin's config groups; they are appended only for omnistory's own app."""

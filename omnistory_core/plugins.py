@@ -66,7 +66,8 @@ class Registry:
         except KeyError:
             known = sorted(n for k, n in self.components if k == kind)
             raise PluginError(
-                f"no {kind} named {name!r} is registered; known {kind}s: {', '.join(known) or 'none'}"
+                f"no {kind} named {name!r} is registered; "
+                f"known {kind}s: {', '.join(known) or 'none'}"
                 " (run `python -m omnistory_core plugins` to see plugins and load errors)"
             ) from None
 
@@ -158,20 +159,28 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
 
 
 def _register_plugin(
-    pm: pluggy.PluginManager, registry: Registry, name: str, load: Callable[[], Any],
-    dist: str, version: str, strict: bool,
+    pm: pluggy.PluginManager,
+    registry: Registry,
+    name: str,
+    load: Callable[[], Any],
+    dist: str,
+    version: str,
+    strict: bool,
 ) -> None:
     registry.plugins[name] = info = PluginInfo(name=name, distribution=dist, version=version)
-    snapshot = (dict(registry.components), dict(registry.origins), dict(registry.datasets),
-                list(registry.config_paths))
+    snapshot = (
+        dict(registry.components),
+        dict(registry.origins),
+        dict(registry.datasets),
+        list(registry.config_paths),
+    )
     try:
         module = load()
         pm.register(module, name=name)
         _collect(pm, registry, name)
     except Exception as exc:
         # Roll back whatever the plugin managed to register before failing.
-        (registry.components, registry.origins, registry.datasets,
-         registry.config_paths) = snapshot
+        (registry.components, registry.origins, registry.datasets, registry.config_paths) = snapshot
         info.registers = {}
         if pm.has_plugin(name):
             pm.unregister(name=name)
@@ -198,9 +207,15 @@ def load_plugins(*, force: bool = False) -> Registry:
         registry = Registry()
         pm = _make_manager()
         core_version = _core_version()
-        _register_plugin(pm, registry, "builtin",
-                         lambda: importlib.import_module(BUILTIN_PLUGIN),
-                         "omnistory-core", core_version, strict=True)
+        _register_plugin(
+            pm,
+            registry,
+            "builtin",
+            lambda: importlib.import_module(BUILTIN_PLUGIN),
+            "omnistory-core",
+            core_version,
+            strict=True,
+        )
         if not _env_flag("OMNISTORY_DISABLE_PLUGIN_AUTOLOAD"):
             seen: set[str] = {"builtin"}
             for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
@@ -210,8 +225,9 @@ def load_plugins(*, force: bool = False) -> Registry:
                     continue
                 seen.add(ep.name)
                 if ep.name in blocked or dist in blocked:
-                    registry.plugins[ep.name] = PluginInfo(ep.name, dist, version,
-                                                           error="blocked (OMNISTORY_BLOCK_PLUGINS)")
+                    registry.plugins[ep.name] = PluginInfo(
+                        ep.name, dist, version, error="blocked (OMNISTORY_BLOCK_PLUGINS)"
+                    )
                     continue
                 _register_plugin(pm, registry, ep.name, ep.load, dist, version, strict)
         pm.check_pending()

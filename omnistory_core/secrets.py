@@ -11,8 +11,9 @@ import os
 import re
 from typing import Any
 
-SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)",
-                        re.IGNORECASE)
+SECRET_KEY = re.compile(
+    r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.IGNORECASE
+)
 REDACTED = "***REDACTED***"
 _MIN_SECRET_LEN = 6
 
@@ -24,9 +25,7 @@ def is_secret_key(key: str) -> bool:
 
 def secret_values() -> list[str]:
     """Values of environment variables whose names look secret (longest first)."""
-    values = {
-        v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= _MIN_SECRET_LEN
-    }
+    values = {v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= _MIN_SECRET_LEN}
     return sorted(values, key=len, reverse=True)
 
 
@@ -61,10 +60,14 @@ def check_overrides(overrides: list[str]) -> str | None:
         if value and is_secret_key(key.split(".")[-1]):
             return (
                 f"refusing override {key}=...: pass secrets through environment variables "
-                "(configs name the variable with *_env keys, e.g. planner.api_key_env=OPENAI_API_KEY)"
+                "(configs name the variable with *_env keys, "
+                "e.g. planner.api_key_env=OPENAI_API_KEY)"
             )
         if any(v in override for v in values):
-            return f"refusing override {key}=...: it contains the value of a secret environment variable"
+            return (
+                f"refusing override {key}=...: "
+                "it contains the value of a secret environment variable"
+            )
     return None
 
 

@@ -40,13 +40,15 @@ def _edit_parquet(root: Path, row: int, column: str, value) -> str:
 def test_bad_row_stops_before_generation(tmp_path: Path, column, value, field) -> None:
     root = _demo_copy(tmp_path)
     example_id = _edit_parquet(root, 3, column, value)
-    proc = run_cli("dataset=omnistorybench", f"dataset.root={root}", "output_root=out", QUIET,
-                   cwd=tmp_path)
+    proc = run_cli(
+        "dataset=omnistorybench", f"dataset.root={root}", "output_root=out", QUIET, cwd=tmp_path
+    )
     assert proc.returncode != 0
     assert "row 3" in proc.stderr and example_id in proc.stderr and field in proc.stderr
     assert not list((tmp_path / "out").rglob("manifest.json"))
     assert not (tmp_path / "out/store/calls").exists() or not list(
-        (tmp_path / "out/store/calls").rglob("*.json"))
+        (tmp_path / "out/store/calls").rglob("*.json")
+    )
 
 
 def test_missing_image_stops_a_sweep_before_any_job(tmp_path: Path) -> None:
@@ -54,8 +56,15 @@ def test_missing_image_stops_a_sweep_before_any_job(tmp_path: Path) -> None:
     df = pd.read_parquet(root / "data/omni_storybench.parquet")
     image = root / df.loc[5, "next_image"]
     image.unlink()
-    proc = run_cli("-m", "planner=template,copy", "dataset=omnistorybench",
-                   f"dataset.root={root}", "output_root=out", QUIET, cwd=tmp_path)
+    proc = run_cli(
+        "-m",
+        "planner=template,copy",
+        "dataset=omnistorybench",
+        f"dataset.root={root}",
+        "output_root=out",
+        QUIET,
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0
     assert "row 5" in proc.stderr and str(df.loc[5, "id"]) in proc.stderr
     assert "next_image" in proc.stderr
@@ -73,8 +82,13 @@ def _fake_distribution(site: Path, dist: str, version: str, module: str, body: s
 
 def test_broken_plugin_is_one_warning_line_and_others_work(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    _fake_distribution(site, "omnistory-broken", "9.9.9", "omnistory_broken_plugin",
-                       "import a_module_that_does_not_exist\n")
+    _fake_distribution(
+        site,
+        "omnistory-broken",
+        "9.9.9",
+        "omnistory_broken_plugin",
+        "import a_module_that_does_not_exist\n",
+    )
     env = {"PYTHONPATH": str(site)}
     proc = run_cli("plugins", "--json", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -92,11 +106,17 @@ def test_broken_plugin_is_one_warning_line_and_others_work(tmp_path: Path) -> No
     strict = run_cli("plugins", cwd=tmp_path, env={**env, "OMNISTORY_STRICT_PLUGINS": "1"})
     assert strict.returncode != 0 and "Traceback" in strict.stderr
 
-    blocked = run_cli("plugins", "--json", cwd=tmp_path,
-                      env={**env, "OMNISTORY_BLOCK_PLUGINS": "omnistory-broken"})
+    blocked = run_cli(
+        "plugins",
+        "--json",
+        cwd=tmp_path,
+        env={**env, "OMNISTORY_BLOCK_PLUGINS": "omnistory-broken"},
+    )
     assert "WARNING" not in blocked.stderr
-    assert "blocked" in {p["plugin"]: p for p in json.loads(blocked.stdout)}[
-        "omnistory_broken_plugin"]["error"]
+    assert (
+        "blocked"
+        in {p["plugin"]: p for p in json.loads(blocked.stdout)}["omnistory_broken_plugin"]["error"]
+    )
 
 
 def test_installed_example_plugin_adds_planner_and_preset(tmp_path: Path) -> None:
@@ -104,11 +124,13 @@ def test_installed_example_plugin_adds_planner_and_preset(tmp_path: Path) -> Non
     listed = {p["plugin"]: p for p in json.loads(proc.stdout)}
     assert listed["example_planner"]["registers"]["planner"] == ["instruction"]
     assert listed["example_planner"]["distribution"] == "omnistory-example-planner"
-    run = run_cli("system=instruction_copy_espeak", "dataset.limit=2", "output_root=out", QUIET,
-                  cwd=tmp_path)
+    run = run_cli(
+        "system=instruction_copy_espeak", "dataset.limit=2", "output_root=out", QUIET, cwd=tmp_path
+    )
     assert run.returncode == 0, run.stderr
     manifest = json.loads(
-        (tmp_path / "out/runs/demo/instruction_copy_espeak/manifest.json").read_text())
+        (tmp_path / "out/runs/demo/instruction_copy_espeak/manifest.json").read_text()
+    )
     assert manifest["components"]["planner"]["distribution"] == "omnistory-example-planner"
     assert manifest["paradigm"] == "baseline"
 
@@ -118,8 +140,15 @@ CANARY = "sk-canary-3f9a1c7e5b2d4a6f8e0c"
 
 def test_api_key_never_reaches_the_output_root(tmp_path: Path) -> None:
     env = {"OPENAI_API_KEY": CANARY, "ANTHROPIC_API_KEY": CANARY + "-anthropic"}
-    proc = run_cli("-m", "planner=template,copy", "dataset.limit=3", "output_root=out", QUIET,
-                   cwd=tmp_path, env=env)
+    proc = run_cli(
+        "-m",
+        "planner=template,copy",
+        "dataset.limit=3",
+        "output_root=out",
+        QUIET,
+        cwd=tmp_path,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     assert len(files) > 20

@@ -43,14 +43,24 @@ def _stats(sweep: Path) -> dict:
 
 
 def test_grid_sweep_computes_each_call_once_and_reruns_for_free(tmp_path: Path) -> None:
-    args = ("-m", "planner=template,copy", "image=copy,oracle", "allow_oracle=true",
-            "output_root=out", *QUIET)
+    args = (
+        "-m",
+        "planner=template,copy",
+        "image=copy,oracle",
+        "allow_oracle=true",
+        "output_root=out",
+        *QUIET,
+    )
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     sweep = tmp_path / "out/sweeps/demo"
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "manifest.json").exists())
-    assert jobs == ["copy-copy-espeak", "copy-oracle-espeak", "template-copy-espeak",
-                    "template-oracle-espeak"]
+    assert jobs == [
+        "copy-copy-espeak",
+        "copy-oracle-espeak",
+        "template-copy-espeak",
+        "template-oracle-espeak",
+    ]
     stats = _stats(sweep)
     assert stats["planner/template"]["calls"] + stats["planner/copy"]["calls"] == 2 * N
     # the copy expert ignores the plan: once per example, not once per planner
@@ -80,17 +90,28 @@ def _tree(root: Path) -> dict[str, Path]:
     files = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if len(rel.parts) > 1 and path.is_file() and (
-            rel.parts[1] in keep
-            or rel.name in ("plans.jsonl", "records.jsonl", "missing.txt", "stats.json")
+        if (
+            len(rel.parts) > 1
+            and path.is_file()
+            and (
+                rel.parts[1] in keep
+                or rel.name in ("plans.jsonl", "records.jsonl", "missing.txt", "stats.json")
+            )
         ):
             files[str(rel)] = path
     return files
 
 
 def test_sigkill_midway_then_rerun_is_byte_identical(tmp_path: Path) -> None:
-    args = ["-m", "planner=noop", "image=noop,copy", "tts=noop,espeak", "planner.delay_s=0.15",
-            "output_root=out", *QUIET]
+    args = [
+        "-m",
+        "planner=noop",
+        "image=noop,copy",
+        "tts=noop,espeak",
+        "planner.delay_s=0.15",
+        "output_root=out",
+        *QUIET,
+    ]
     (tmp_path / "ref").mkdir()
     reference = run_cli(*args, cwd=tmp_path / "ref")
     assert reference.returncode == 0, reference.stderr
@@ -98,8 +119,11 @@ def test_sigkill_midway_then_rerun_is_byte_identical(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "omnistory_core", *args], cwd=work, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "omnistory_core", *args],
+        cwd=work,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     calls = work / "out/store/calls"
     deadline = time.time() + 120
@@ -111,7 +135,9 @@ def test_sigkill_midway_then_rerun_is_byte_identical(tmp_path: Path) -> None:
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     sweep = work / "out/sweeps/demo"
-    complete = [p for p in sweep.iterdir() if (p / "manifest.json").exists()] if sweep.exists() else []
+    complete = (
+        [p for p in sweep.iterdir() if (p / "manifest.json").exists()] if sweep.exists() else []
+    )
     assert len(complete) < 4  # it really was interrupted
 
     rerun = run_cli(*args, cwd=work)
@@ -126,9 +152,16 @@ def test_sigkill_midway_then_rerun_is_byte_identical(tmp_path: Path) -> None:
 
 
 def test_joblib_launcher_two_workers_share_the_store(tmp_path: Path) -> None:
-    proc = run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                   "planner=template,copy", "image=copy,noop", "output_root=out", *QUIET,
-                   cwd=tmp_path)
+    proc = run_cli(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "planner=template,copy",
+        "image=copy,noop",
+        "output_root=out",
+        *QUIET,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     stats = _stats(tmp_path / "out/sweeps/demo")
     assert load_json(tmp_path / "out/sweeps/demo/sweep_stats.json")["jobs"] == 4

@@ -16,13 +16,38 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     # build from a copy: setuptools leaves egg-info/build folders in the source tree
     source = tmp_path / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".venvs", "outputs", "*.egg-info", "build", "__pycache__", "plugins",
-        "tests", "benchmarks"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".venvs",
+            "outputs",
+            "*.egg-info",
+            "build",
+            "__pycache__",
+            "plugins",
+            "tests",
+            "benchmarks",
+        ),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(wheels), str(source)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     wheel = next(wheels.glob("omnistory_core-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -33,23 +58,54 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
 
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-         str(wheel)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
     where = subprocess.run(
-        [sys.executable, "-c", "import omnistory_core, omnistory_core.conf as c;"
-         "print(omnistory_core.__file__); print(list(c.__path__)[0])"],
-        cwd=work, env=env, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import omnistory_core, omnistory_core.conf as c;"
+            "print(omnistory_core.__file__); print(list(c.__path__)[0])",
+        ],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     assert all(w.startswith(str(target)) for w in where), where
     proc = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "-m", "suite=demo", "dataset.limit=2",
-         "output_root=out", "engine.progress=false"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "-m",
+            "suite=demo",
+            "dataset.limit=2",
+            "output_root=out",
+            "engine.progress=false",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     for system in ("template_copy_espeak", "copy_copy_espeak"):

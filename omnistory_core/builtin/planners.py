@@ -1,4 +1,4 @@
-"""Offline planners: ``template``, ``copy``, ``oracle`` (reference; metric validation only), ``noop``."""
+"""Offline planners: ``template``, ``copy``, ``oracle`` (metric validation only), ``noop``."""
 
 from __future__ import annotations
 
@@ -11,19 +11,106 @@ from omnistory_core.components import Planner, PlannerResponse
 
 #: free-text emotion keywords -> benchmark emotion label (first match wins, in this order)
 EMOTION_LEXICON: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("angry", ("angry", "anger", "annoyed", "furious", "frustrat", "irritat", "mad", "cross",
-               "grumpy", "indignant", "outraged", "rage")),
-    ("sad", ("sad", "unhappy", "lonely", "tearful", "crying", "disappoint", "gloomy", "heartbroken",
-             "sorrow", "miserable", "upset", "homesick", "regret")),
-    ("happy", ("happy", "joy", "excite", "delight", "cheerful", "glad", "proud", "amused", "thrill",
-               "grateful", "thankful", "playful", "relieved", "content", "smil", "laugh", "eager")),
+    (
+        "angry",
+        (
+            "angry",
+            "anger",
+            "annoyed",
+            "furious",
+            "frustrat",
+            "irritat",
+            "mad",
+            "cross",
+            "grumpy",
+            "indignant",
+            "outraged",
+            "rage",
+        ),
+    ),
+    (
+        "sad",
+        (
+            "sad",
+            "unhappy",
+            "lonely",
+            "tearful",
+            "crying",
+            "disappoint",
+            "gloomy",
+            "heartbroken",
+            "sorrow",
+            "miserable",
+            "upset",
+            "homesick",
+            "regret",
+        ),
+    ),
+    (
+        "happy",
+        (
+            "happy",
+            "joy",
+            "excite",
+            "delight",
+            "cheerful",
+            "glad",
+            "proud",
+            "amused",
+            "thrill",
+            "grateful",
+            "thankful",
+            "playful",
+            "relieved",
+            "content",
+            "smil",
+            "laugh",
+            "eager",
+        ),
+    ),
 )
-FAST_WORDS = ("excite", "hurr", "rush", "panic", "scared", "afraid", "frighten", "angry", "furious",
-              "eager", "thrill", "urgent", "alarm")
-SLOW_WORDS = ("sad", "tired", "sleepy", "calm", "gentle", "thoughtful", "lonely", "weary", "slow",
-              "sorrow", "shy", "hesitant")
-YOUNG_WORDS = ("child", "kid", "young", "little", "baby", "girl", "boy", "cub", "chick", "puppy",
-               "kitten")
+FAST_WORDS = (
+    "excite",
+    "hurr",
+    "rush",
+    "panic",
+    "scared",
+    "afraid",
+    "frighten",
+    "angry",
+    "furious",
+    "eager",
+    "thrill",
+    "urgent",
+    "alarm",
+)
+SLOW_WORDS = (
+    "sad",
+    "tired",
+    "sleepy",
+    "calm",
+    "gentle",
+    "thoughtful",
+    "lonely",
+    "weary",
+    "slow",
+    "sorrow",
+    "shy",
+    "hesitant",
+)
+YOUNG_WORDS = (
+    "child",
+    "kid",
+    "young",
+    "little",
+    "baby",
+    "girl",
+    "boy",
+    "cub",
+    "chick",
+    "puppy",
+    "kitten",
+)
 OLD_WORDS = ("old", "elder", "grand", "aged", "ancient")
 
 
@@ -103,8 +190,11 @@ class TemplatePlanner(Planner):
         chosen = (speaking or visible or characters or [{"name": "Narrator"}])[0]
         speaker = str(chosen.get("name") or "Narrator")
         sheet = next(
-            (c for c in metadata.get("characters") or []
-             if isinstance(c, dict) and str(c.get("name", "")).lower() == speaker.lower()),
+            (
+                c
+                for c in metadata.get("characters") or []
+                if isinstance(c, dict) and str(c.get("name", "")).lower() == speaker.lower()
+            ),
             {},
         )
         feeling = str(chosen.get("emotion") or "")
@@ -188,8 +278,14 @@ class NoopPlanner(Planner):
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
         time.sleep(float(self.params.get("delay_s") or 0.0))
-        speech = {"speaker": "Narrator", "utterance": "Hello.", "emotion": "neutral",
-                  "speed": "normal", "pitch": "normal", "gender": "female"}
+        speech = {
+            "speaker": "Narrator",
+            "utterance": "Hello.",
+            "emotion": "neutral",
+            "speed": "normal",
+            "pitch": "normal",
+            "gender": "female",
+        }
         return PlannerResponse(_plan_json("Nothing happens.", "a blank page", speech))
 
 

@@ -1,9 +1,10 @@
 """Run a component in its own virtual environment through a worker process.
 
 Configure per component: ``tts.runner.python=/path/to/venv/bin/python`` (``runner.env`` adds
-environment variables, ``runner.timeout_s`` bounds one batch).  The worker keeps the model loaded across
-calls; a worker that dies makes the items of its batch ``model_error`` failures and is restarted on
-the next call.  ``python -m omnistory_core env create tts=parler`` builds such an environment.
+environment variables, ``runner.timeout_s`` bounds one batch).  The worker keeps the model loaded
+across calls; a worker that dies makes the items of its batch ``model_error`` failures and is
+restarted on the next call.  ``python -m omnistory_core env create tts=parler`` builds such an
+environment.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ class WorkerDied(ComponentError):
 class IsolatedComponent:
     """Looks like the wrapped component to the engine; executes it in a worker process."""
 
-    def __init__(self, component: Component, python: str, store_root: str | Path,
-                 env: dict[str, str] | None = None, timeout_s: float | None = None):
+    def __init__(
+        self,
+        component: Component,
+        python: str,
+        store_root: str | Path,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+    ):
         self._component = component
         self.python = python
         self.store_root = str(store_root)
@@ -58,16 +65,26 @@ class IsolatedComponent:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         self._proc = subprocess.Popen(
             [self.python, "-m", "omnistory_core.engine.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, encoding="utf-8", env=env, bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env=env,
+            bufsize=1,
         )
         self.starts += 1
         proc = self._proc
         threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
-        reply = self._request({
-            "op": "load", "kind": self._component.kind, "name": self._component.name,
-            "params": self._component.params, "store": self.store_root,
-        })
+        reply = self._request(
+            {
+                "op": "load",
+                "kind": self._component.kind,
+                "name": self._component.name,
+                "params": self._component.params,
+                "store": self.store_root,
+            }
+        )
         if reply.get("version") != self._component.version:
             self.unload()
             raise ComponentError(
@@ -128,8 +145,9 @@ class IsolatedComponent:
             reply = self._request({"op": "run", "items": payload})
         except WorkerDied as exc:
             return [exc] * len(items)
-        return [Encoded(r["status"], r["output"], r["failure"], r["usage"])
-                for r in reply["results"]]
+        return [
+            Encoded(r["status"], r["output"], r["failure"], r["usage"]) for r in reply["results"]
+        ]
 
     def unload(self) -> None:
         proc, self._proc = self._proc, None
@@ -151,6 +169,9 @@ def maybe_isolate(component: Component, runner: Any, store_root: str | Path):
     if not runner or not runner.get("python"):
         return component
     return IsolatedComponent(
-        component, str(runner["python"]), store_root, env=dict(runner.get("env") or {}),
+        component,
+        str(runner["python"]),
+        store_root,
+        env=dict(runner.get("env") or {}),
         timeout_s=runner.get("timeout_s"),
     )

@@ -67,8 +67,8 @@ def build_component(
     cls = registry.component(kind, str(spec["name"]))
     if cls.oracle and not allow_oracle:
         raise ConfigError(
-            f"{kind}={cls.name} is an oracle component: it reads the reference answer and exists only"
-            " to validate metrics. Enable it explicitly with allow_oracle=true."
+            f"{kind}={cls.name} is an oracle component: it reads the reference answer and exists"
+            " only to validate metrics. Enable it explicitly with allow_oracle=true."
         )
     forbidden = [r for r in cls.reads if r in REFERENCE_INPUTS and not cls.oracle]
     if forbidden:
@@ -142,7 +142,7 @@ def run_job(
         ex.index: example_inputs(ex, media, oracle=any(c.oracle for c in components.values()))
         for ex in examples
     }
-    progress = progress or (lambda label, total: (lambda n: None))
+    progress = progress or (lambda label, total: lambda n: None)
 
     # -- stage 1: plans -------------------------------------------------------------------
     planner = components["planner"]
@@ -162,7 +162,9 @@ def run_job(
             plans[ex.index] = PlanOutcome(None, None, record)
         elif record.status != "ok":
             plans[ex.index] = PlanOutcome(
-                None, None, Failure.from_dict(record.failure or {"category": "model_error"}),
+                None,
+                None,
+                Failure.from_dict(record.failure or {"category": "model_error"}),
                 key=record.key,
             )
         else:
@@ -186,34 +188,24 @@ def run_job(
             blocked = None
             if outcome.plan is not None:
                 pool.update(plan_inputs(outcome.plan))
-            if needs_plan and (outcome.plan is None or _blocks(outcome.failure, stage)):
+            if needs_plan and outcome.plan is None:
+                # A failed plan leaves all three outputs missing (as in the paper); each modality
+                # carries the plan's failure category so the failure table can attribute it.
                 reason = outcome.failure or Failure("upstream_failed", "no plan")
-                blocked = Failure(
-                    "upstream_failed" if reason.category not in _OWN_FAILURES[stage]
-                    else reason.category,
-                    f"plan failed ({reason.category}): {reason.message}",
-                )
+                blocked = Failure(reason.category, f"plan failed: {reason.message}")
             items.append(
                 StageItem(ex.index, None if blocked else project(component, pool), blocked)
             )
         lazy = LazyComponent(component, stats[component.key()])
         media_results[STAGE_MODALITY[stage]] = run_stage(
-            lazy, items, store, retry_failures=retry_failures,
+            lazy,
+            items,
+            store,
+            retry_failures=retry_failures,
             advance=progress(f"{STAGE_MODALITY[stage]:<8} {component.key()}", len(examples)),
         )
         lazy.release()
     return JobResult(examples, plans, media_results, stats, components)
-
-
-#: plan failures that are the stage's own failure category (the paper counts them per modality)
-_OWN_FAILURES = {"image": {"unusable_image_prompt"}, "tts": set()}
-
-
-def _blocks(failure: Failure | None, stage: str) -> bool:
-    """A plan with an unusable image prompt still carries usable narration and speech."""
-    if failure is None:
-        return False
-    return not (failure.category == "unusable_image_prompt" and stage == "tts")
 
 
 def store_for(output_root: str | Path) -> Store:

@@ -1,11 +1,11 @@
 """Write a job's results: the official candidate layout plus our plan/failure records.
 
 ``<job>/text/<i>/generated.txt``, ``image/<i>/generated.png``, ``speech/<i>/generated.wav`` (the
-official evaluator's input layout, i = dataset row index), ``missing.txt`` (one line per missing output:
-``index<TAB>modality<TAB>category<TAB>message``), ``plans.jsonl`` (raw planner output, parsed plan,
-repairs, failure), ``records.jsonl`` (per example and modality: ok + path, or the failure) and
-``stats.json``.  ``manifest.json`` is written last by the caller: a job directory without it is
-incomplete, whatever else it holds.
+official evaluator's input layout, i = dataset row index); ``missing.txt`` (one line per missing
+output: ``index<TAB>modality<TAB>category<TAB>message``); ``plans.jsonl`` (raw planner output,
+parsed plan, repairs, failure); ``records.jsonl`` (per example and modality: ok + path, or the
+failure); ``stats.json``.  ``manifest.json`` is written last by the caller: a job directory without
+it is incomplete, whatever else it holds.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ def text_outcome(result: JobResult, index: int) -> str | Failure:
     outcome = result.plans[index]
     if outcome.plan is None:
         return outcome.failure or Failure("upstream_failed", "no plan")
-    if outcome.failure is not None and outcome.failure.category != "unusable_image_prompt":
-        return outcome.failure
     if not outcome.plan.narration.strip():
         return Failure("empty_output", "empty narration")
     return outcome.plan.narration

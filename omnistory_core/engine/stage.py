@@ -116,8 +116,9 @@ def _wav_bytes(audio: Audio) -> bytes:
     if samples.size == 0:
         raise ComponentError("empty waveform", category="empty_output")
     buf = io.BytesIO()
-    sf.write(buf, np.clip(samples, -1.0, 1.0), int(audio.sample_rate), format="WAV",
-             subtype="PCM_16")
+    sf.write(
+        buf, np.clip(samples, -1.0, 1.0), int(audio.sample_rate), format="WAV", subtype="PCM_16"
+    )
     return buf.getvalue()
 
 
@@ -218,7 +219,7 @@ def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
                     f"{component.key()} returned {len(outputs)} results for {len(chunk)} items"
                 )
             per_item = (time.perf_counter() - t0) / len(chunk)
-            pairs = list(zip(chunk, outputs))
+            pairs = list(zip(chunk, outputs, strict=True))
         except Exception as batch_exc:  # one bad item must not sink its batch-mates
             if len(chunk) == 1:
                 pairs, per_item = [(chunk[0], batch_exc)], 0.0
@@ -236,10 +237,20 @@ def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
                 try:
                     status, output, failure, usage = encode_result(component.kind, out, store)
                 except Exception as exc:  # malformed return value or empty waveform
-                    status, output, failure, usage = "failure", {}, exception_failure(exc).to_dict(), {}
+                    status, output, failure, usage = (
+                        "failure",
+                        {},
+                        exception_failure(exc).to_dict(),
+                        {},
+                    )
                 record = CallRecord(
-                    key=key, component=component.key(), status=status, output=output,
-                    failure=failure, usage=usage, seconds=round(per_item, 6),
+                    key=key,
+                    component=component.key(),
+                    status=status,
+                    output=output,
+                    failure=failure,
+                    usage=usage,
+                    seconds=round(per_item, 6),
                 )
                 store.put(record)
                 finish(key, record, computed=True)

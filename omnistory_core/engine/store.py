@@ -7,9 +7,9 @@ Layout::
     <store>/locks/<key[:2]>/<key>.lock       advisory locks while a call is being computed
 
 Every file appears by atomic rename, so a reader sees either nothing or a complete file; a process
-killed mid-call leaves at most a temp file and a released lock (``flock`` dies with its process), and
-the next run recomputes exactly the calls that have no record.  Several processes may share a store:
-a call is computed by whoever takes its lock first; the others wait and read its record.
+killed mid-call leaves at most a temp file and a released lock (``flock`` dies with its process),
+and the next run recomputes exactly the calls that have no record.  Several processes may share a
+store: a call is computed by whoever takes its lock first; the others wait and read its record.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ class CallRecord:
     key: str
     component: str
     status: str  # "ok" | "failure"
-    output: dict[str, Any] = field(default_factory=dict)  # {"text": ...} or {"blob": sha, "ext": ...}
+    output: dict[str, Any] = field(
+        default_factory=dict
+    )  # {"text": ...} or {"blob": sha, "ext": ...}
     failure: dict[str, str] | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -116,9 +118,10 @@ class Store:
         except (OSError, ValueError):
             return None  # unreadable record: treat as missing, it will be recomputed
         record = CallRecord.from_dict(data)
-        if record.output.get("blob") and not self.blob_path(
-            record.output["blob"], record.output.get("ext", "")
-        ).exists():
+        if (
+            record.output.get("blob")
+            and not self.blob_path(record.output["blob"], record.output.get("ext", "")).exists()
+        ):
             return None
         return record
 

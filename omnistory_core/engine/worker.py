@@ -4,12 +4,14 @@ Started by :class:`omnistory_core.engine.isolation.IsolatedComponent` as
 ``<venv>/bin/python -m omnistory_core.engine.worker``; speaks JSON lines over stdio.  Requests::
 
     {"op": "load", "kind": "tts", "name": "parler", "params": {...}, "store": "/abs/store"}
-    {"op": "run", "items": [{"utterance": "...", "current_image": {"__media__": {"path", "sha256"}}}]}
+    {"op": "run", "items": [{"utterance": "...",
+                             "current_image": {"__media__": {"path", "sha256"}}}]}
     {"op": "unload"} | {"op": "shutdown"}
 
 Replies are one JSON object per request: ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``.
 Results are encoded into the shared store by the worker (media travel as store paths, never through
-the pipe): ``{"status", "output", "failure", "usage"}`` per item.  The model stays loaded across calls.
+the pipe): ``{"status", "output", "failure", "usage"}`` per item.  The model stays loaded across
+calls.
 Anything the component prints goes to stderr, so stdout carries protocol lines only.
 """
 
@@ -62,8 +64,14 @@ def serve(stdin, stdout) -> int:
                 component = cls(**request.get("params", {}))
                 store = Store(request["store"])
                 component.load()
-                reply({"ok": True, "version": cls.version, "pid": os.getpid(),
-                       "python": sys.executable})
+                reply(
+                    {
+                        "ok": True,
+                        "version": cls.version,
+                        "pid": os.getpid(),
+                        "python": sys.executable,
+                    }
+                )
             elif op == "run":
                 if component is None or store is None:
                     raise RuntimeError("run before load")
@@ -78,9 +86,14 @@ def serve(stdin, stdout) -> int:
                         status, output, failure, usage = encode_result(component.kind, out, store)
                     except Exception as exc:
                         status, output, failure, usage = (
-                            "failure", {}, exception_failure(exc).to_dict(), {})
-                    results.append({"status": status, "output": output, "failure": failure,
-                                    "usage": usage})
+                            "failure",
+                            {},
+                            exception_failure(exc).to_dict(),
+                            {},
+                        )
+                    results.append(
+                        {"status": status, "output": output, "failure": failure, "usage": usage}
+                    )
                 reply({"ok": True, "results": results})
             elif op == "unload":
                 if component is not None:

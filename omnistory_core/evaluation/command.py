@@ -1,4 +1,4 @@
-"""``python -m omnistory_core evaluate RUN_DIR``: metrics and judges over every system of a sweep."""
+"""``python -m omnistory_core evaluate RUN_DIR``: metrics and judges over a whole sweep."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ def _split(value: str | None) -> list[str]:
 
 
 def evaluator_config(kind: str, name: str, overrides: list[str]) -> dict[str, Any]:
-    """The evaluator's yaml (core or plugin, found on Hydra's search path) plus ``--set`` overrides."""
+    """The evaluator's yaml (core or plugin, on Hydra's search path) plus ``--set`` overrides."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
     from omegaconf import OmegaConf
 
     prefix = f"{kind}."
-    own = [o[len(prefix) + len(name) + 1:] for o in overrides if o.startswith(f"{prefix}{name}.")]
+    own = [o[len(prefix) + len(name) + 1 :] for o in overrides if o.startswith(f"{prefix}{name}.")]
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="omnistory_core.conf", version_base="1.3"):
         try:
@@ -66,7 +66,10 @@ def run_evaluation(
     from omnistory_core.app import load_examples, progress_bars
     from omnistory_core.engine.store import Store
     from omnistory_core.evaluation.runner import (
-        RunDirError, discover_systems, evaluate_systems, merge_rows,
+        RunDirError,
+        discover_systems,
+        evaluate_systems,
+        merge_rows,
     )
     from omnistory_core.evaluation.scores import read_scores, write_scores
 
@@ -76,14 +79,18 @@ def run_evaluation(
     fingerprints = {s.manifest["dataset"].get("fingerprint") for s in systems}
     if len(fingerprints) > 1:
         raise RunDirError(f"{run_dir}: systems were run on different datasets: {fingerprints}")
-    spec = {k: v for k, v in systems[0].manifest["dataset"].items()
-            if k not in ("n_examples", "fingerprint")}
+    spec = {
+        k: v
+        for k, v in systems[0].manifest["dataset"].items()
+        if k not in ("n_examples", "fingerprint")
+    }
     examples, _ = load_examples(spec)
     store = Store(store_path or Path(systems[0].manifest.get("store") or run_dir / "store"))
     evaluators = build_evaluators(metrics, judges, overrides or [])
     with progress_bars(progress_enabled) as progress:
-        result = evaluate_systems(systems, examples, evaluators, store, progress=progress,
-                                  retry_failures=retry_failures)
+        result = evaluate_systems(
+            systems, examples, evaluators, store, progress=progress, retry_failures=retry_failures
+        )
     scores_path = run_dir / "scores.jsonl"
     existing = list(read_scores(scores_path)) if scores_path.exists() else []
     write_scores(scores_path, merge_rows(existing, result.rows))
@@ -99,20 +106,36 @@ def run_evaluation(
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="omnistory evaluate", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="a sweep directory or one job directory")
-    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                        help="comma-separated metric names ('' for none)")
+    parser.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help="comma-separated metric names ('' for none)",
+    )
     parser.add_argument("--judges", default="", help="comma-separated judge ids")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        help="override an evaluator parameter, e.g. metric.bertscore.batch_size=8")
-    parser.add_argument("--store", type=Path, default=None, help="store directory (default: the "
-                        "one recorded in the job manifests)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="override an evaluator parameter, e.g. metric.bertscore.batch_size=8",
+    )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="store directory (default: the one recorded in the job manifests)",
+    )
     parser.add_argument("--retry-failures", action="store_true")
     parser.add_argument("--no-report", action="store_true", help="do not rebuild the report")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     scores = run_evaluation(
-        args.run_dir, metrics=_split(args.metrics), judges=_split(args.judges),
-        overrides=args.overrides, store_path=args.store, retry_failures=args.retry_failures,
+        args.run_dir,
+        metrics=_split(args.metrics),
+        judges=_split(args.judges),
+        overrides=args.overrides,
+        store_path=args.store,
+        retry_failures=args.retry_failures,
         progress_enabled=not args.no_progress,
     )
     print(f"scores: {scores}")

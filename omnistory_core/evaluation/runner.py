@@ -63,9 +63,11 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def discover_systems(run_dir: Path) -> list[SystemOutputs]:
-    """Complete job directories (those with a manifest) below ``run_dir`` (or ``run_dir`` itself)."""
-    candidates = [run_dir] if (run_dir / "manifest.json").exists() else sorted(
-        p.parent for p in run_dir.glob("*/manifest.json")
+    """Complete job directories (with a manifest) below ``run_dir``, or ``run_dir`` itself."""
+    candidates = (
+        [run_dir]
+        if (run_dir / "manifest.json").exists()
+        else sorted(p.parent for p in run_dir.glob("*/manifest.json"))
     )
     systems = []
     for job in candidates:
@@ -135,11 +137,18 @@ def rows_for(
     evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | None
 ) -> list[ScoreRow]:
     kind = evaluator.kind
-    base = dict(system=system, example_id=example_id, kind=kind, track=evaluator.track,
-                evaluator=evaluator.name)
+    base = dict(
+        system=system,
+        example_id=example_id,
+        kind=kind,
+        track=evaluator.track,
+        evaluator=evaluator.name,
+    )
     if outcome is None:
-        return [ScoreRow(**base, criterion=c, score=None, status="missing_output")
-                for c in evaluator.criteria]
+        return [
+            ScoreRow(**base, criterion=c, score=None, status="missing_output")
+            for c in evaluator.criteria
+        ]
     scores = outcome.output.get("scores") or {} if outcome.status == "ok" else {}
     ok = outcome.status == "ok" and outcome.output.get("status", "ok") == "ok"
     rows = []
@@ -161,7 +170,7 @@ def evaluate_systems(
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     retry_failures: bool = False,
 ) -> EvaluationResult:
-    progress = progress or (lambda label, total: (lambda n: None))
+    progress = progress or (lambda label, total: lambda n: None)
     media = _Hasher()
     pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
     for s, system in enumerate(systems):
@@ -183,7 +192,10 @@ def evaluate_systems(
         result.items[evaluator.key()] = len(stage_items)
         lazy = LazyComponent(evaluator, stats)
         outcomes = run_stage(
-            lazy, stage_items, store, retry_failures=retry_failures,
+            lazy,
+            stage_items,
+            store,
+            retry_failures=retry_failures,
             advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
         )
         finalize = getattr(evaluator, "finalize_stage", None)

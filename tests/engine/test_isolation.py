@@ -25,23 +25,38 @@ from omnistory_core.plugins import load_plugins
 def second_venv(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("isolated")
     proc = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "env", "create", "planner=instruction",
-         "--dir", str(root / "venv")],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "env",
+            "create",
+            "planner=instruction",
+            "--dir",
+            str(root / "venv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "planner.runner.python=" in proc.stdout
     python = root / "venv/bin/python"
-    prefix = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    prefix = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert Path(prefix).resolve() == (root / "venv").resolve()
     assert Path(prefix).resolve() != Path(sys.prefix).resolve()
     return python
 
 
 def _noop(delay: float = 0.0):
-    return build_component(load_plugins(), "planner", {"name": "noop", "delay_s": delay},
-                           seed=0, allow_oracle=False)
+    return build_component(
+        load_plugins(), "planner", {"name": "noop", "delay_s": delay}, seed=0, allow_oracle=False
+    )
 
 
 def test_worker_answers_calls_in_the_other_environment(second_venv: Path, tmp_path: Path) -> None:
@@ -84,9 +99,11 @@ def test_worker_killed_mid_call_gives_model_error_then_recovers(
     killer = threading.Timer(1.0, lambda: os.kill(worker.worker_pid, signal.SIGKILL))
     killer.start()
     stats = ComponentStats()
-    out = run_stage(LazyComponent(worker, stats),
-                    [StageItem(0, {"current_text": "x"}), StageItem(1, {"current_text": "y"})],
-                    store)
+    out = run_stage(
+        LazyComponent(worker, stats),
+        [StageItem(0, {"current_text": "x"}), StageItem(1, {"current_text": "y"})],
+        store,
+    )
     killer.join()
     # the item whose call was running when the worker died is a model_error ...
     assert out[0].failure["category"] == "model_error"
@@ -94,17 +111,28 @@ def test_worker_killed_mid_call_gives_model_error_then_recovers(
     # ... and the next item ran in a restarted worker
     assert out[1].status == "ok" and worker.starts == 2
     worker._component.params["delay_s"] = 0.0  # runtime param: same cache key
-    again = run_stage(LazyComponent(worker, ComponentStats()),
-                      [StageItem(0, {"current_text": "x"})], store, retry_failures=True)
+    again = run_stage(
+        LazyComponent(worker, ComponentStats()),
+        [StageItem(0, {"current_text": "x"})],
+        store,
+        retry_failures=True,
+    )
     assert again[0].status == "ok"
     worker.unload()
 
 
 def test_cli_runs_a_plugin_planner_in_its_own_environment(second_venv: Path, tmp_path: Path):
-    proc = run_cli("planner=instruction", f"planner.runner.python={second_venv}",
-                   "dataset.limit=2", "output_root=out", "engine.progress=false", cwd=tmp_path)
+    proc = run_cli(
+        "planner=instruction",
+        f"planner.runner.python={second_venv}",
+        "dataset.limit=2",
+        "output_root=out",
+        "engine.progress=false",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads(
-        (tmp_path / "out/runs/demo/instruction-copy-espeak/manifest.json").read_text())
+        (tmp_path / "out/runs/demo/instruction-copy-espeak/manifest.json").read_text()
+    )
     assert manifest["components"]["planner"]["runner_python"] == str(second_venv)
     assert (tmp_path / "out/runs/demo/instruction-copy-espeak/text/1/generated.txt").exists()

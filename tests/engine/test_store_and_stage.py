@@ -69,7 +69,9 @@ def test_cache_hits_dedupe_and_failures(tmp_path: Path) -> None:
 
     again, stats2 = _run(store, texts)
     assert stats2.calls == 0 and stats2.loads == 0 and stats2.cache_hits == 6
-    assert {i: r.to_dict() for i, r in again.items()} == {i: r.to_dict() for i, r in results.items()}
+    assert {i: r.to_dict() for i, r in again.items()} == {
+        i: r.to_dict() for i, r in results.items()
+    }
 
 
 def test_runtime_params_do_not_change_keys_but_others_do(tmp_path: Path) -> None:
@@ -104,8 +106,9 @@ def test_record_without_blob_is_recomputed(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     sha = store.put_blob(b"abc", "png")
     key = call_key("image/x", "1", {}, {"image_prompt": "p"})
-    store.put(CallRecord(key=key, component="image/x", status="ok",
-                         output={"blob": sha, "ext": "png"}))
+    store.put(
+        CallRecord(key=key, component="image/x", status="ok", output={"blob": sha, "ext": "png"})
+    )
     assert store.get(key) is not None
     store.blob_path(sha, "png").unlink()
     assert store.get(key) is None
@@ -137,8 +140,9 @@ def test_component_error_category_is_kept(tmp_path: Path) -> None:
             raise ComponentError("prompt too short", category="unusable_image_prompt")
 
     stats = ComponentStats()
-    out = run_stage(LazyComponent(Picky(), stats), [StageItem(0, {"current_text": "x"})],
-                    Store(tmp_path / "s"))
+    out = run_stage(
+        LazyComponent(Picky(), stats), [StageItem(0, {"current_text": "x"})], Store(tmp_path / "s")
+    )
     assert out[0].failure["category"] == "unusable_image_prompt"
 
 
@@ -151,7 +155,9 @@ def test_two_processes_never_compute_a_key_twice(tmp_path: Path) -> None:
     texts = [f"t{i}" for i in range(12)]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "s"), texts, queue)) for _ in range(2)]
+    procs = [
+        ctx.Process(target=_worker, args=(str(tmp_path / "s"), texts, queue)) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-
 from omnistory_paper.plugin import ORCHESTRATION
 
 
@@ -17,8 +16,13 @@ def _compose(overrides: list[str]):
 
 def test_there_are_eighteen_named_as_in_the_paper() -> None:
     assert len(ORCHESTRATION) == len(set(ORCHESTRATION)) == 18
-    assert {"gpt_dev_parler", "claude_kontext_voxcpm", "glm_dev_voxcpm", "internvl_nitro_parler",
-            "qwen35_kontext_voxcpm"} <= set(ORCHESTRATION)
+    assert {
+        "gpt_dev_parler",
+        "claude_kontext_voxcpm",
+        "glm_dev_voxcpm",
+        "internvl_nitro_parler",
+        "qwen35_kontext_voxcpm",
+    } <= set(ORCHESTRATION)
 
 
 @pytest.mark.parametrize("system", ORCHESTRATION)

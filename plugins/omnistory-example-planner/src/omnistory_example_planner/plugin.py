@@ -10,7 +10,7 @@ from omnistory_core.hookspecs import hookimpl
 
 
 class InstructionPlanner(Planner):
-    """Narration = the next page's text instruction; speech = the first speaking character's intent."""
+    """Narration = the next page's text instruction; speech = the first speaker's intent."""
 
     name = "instruction"
     version = "1"
@@ -34,8 +34,11 @@ class InstructionPlanner(Planner):
             "image_prompt": str(conditions.get("scene") or "").strip(),
             "speech": {
                 "speaker": name,
-                "utterance": str((speaker or {}).get("speech_intent")
-                                 or self.params.get("fallback_utterance") or "Look!"),
+                "utterance": str(
+                    (speaker or {}).get("speech_intent")
+                    or self.params.get("fallback_utterance")
+                    or "Look!"
+                ),
                 "emotion": "neutral",
                 "speed": "normal",
                 "pitch": "normal",

@@ -1,1 +1,1 @@
-"""The Omni-StoryBench paper's system presets (``system=<id>``) and suites (``suite=orchestration``)."""
+"""The Omni-StoryBench paper's system presets (``system=<id>``) and suites."""

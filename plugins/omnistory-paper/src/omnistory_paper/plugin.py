@@ -4,8 +4,12 @@ from omnistory_core.hookspecs import hookimpl
 
 #: the paper's 18 orchestration systems (Section 5.1): planner x image expert x TTS expert
 ORCHESTRATION: tuple[str, ...] = tuple(
-    [f"{p}_{i}_{t}" for p in ("gpt", "claude", "glm") for i in ("dev", "kontext")
-     for t in ("parler", "voxcpm")]
+    [
+        f"{p}_{i}_{t}"
+        for p in ("gpt", "claude", "glm")
+        for i in ("dev", "kontext")
+        for t in ("parler", "voxcpm")
+    ]
     + [f"internvl_{i}_parler" for i in ("dev", "kontext", "nitro")]
     + [f"qwen35_{i}_voxcpm" for i in ("dev", "kontext", "nitro")]
 )
