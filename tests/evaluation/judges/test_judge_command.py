@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_media
+from judge_test_helpers import make_media
 
 from omnistory_core.evaluation.judges import JUDGE_SPECS
 from omnistory_core.evaluation.judges.command import main

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import expected_text, joined
+from judge_test_helpers import expected_text, joined
 
 from omnistory_core.evaluation.judges import (
     CRITERIA,

@@ -7,7 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from conftest import expected_text
+from judge_test_helpers import expected_text
 
 from omnistory_core.evaluation.judges import JUDGE_SPECS, render_prompt
 from omnistory_core.evaluation.judges.backends.vllm_offline import VLLMOfflineBackend
