@@ -1,0 +1,134 @@
+"""Configuration, seeds and sizing of the FLUX experts (no model needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from omnistory_flux.common import call_with_fallback, item_seed
+from omnistory_flux.experts import FluxDev, FluxKontext, kontext_condition_size
+
+from omnistory_core.components import ComponentError
+from omnistory_core.engine.job import ConfigError
+
+
+def test_plugin_import_stays_light():
+    code = (
+        "import sys, omnistory_flux.plugin;"
+        "print(sorted(m for m in ('torch', 'diffusers', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_defaults_follow_the_reference_settings():
+    dev, kontext = FluxDev(seed=0), FluxKontext(seed=0)
+    assert dev.settings.model == "black-forest-labs/FLUX.1-dev"
+    assert (dev.settings.steps, dev.settings.guidance_scale) == (28, 3.5)
+    assert (dev.settings.height, dev.settings.width, dev.max_sequence_length) == (1024, 1024, 512)
+    assert kontext.settings.model == "black-forest-labs/FLUX.1-Kontext-dev"
+    assert (kontext.settings.steps, kontext.settings.guidance_scale) == (28, 2.5)
+    assert kontext.auto_resize is True
+    assert dev.settings.dtype == kontext.settings.dtype == "auto"
+
+
+def test_reads_only_kontext_sees_the_page():
+    assert FluxDev.reads == ("image_prompt",)
+    assert FluxKontext.reads == ("image_prompt", "current_image")
+
+
+def test_yaml_values_override_defaults_and_null_means_default():
+    dev = FluxDev(seed=3, steps="4", guidance_scale=0, height=512, width=768,
+                  max_sequence_length=None, dtype="bf16", batch_size=2)
+    assert (dev.settings.steps, dev.settings.guidance_scale) == (4, 0.0)
+    assert (dev.settings.height, dev.settings.width) == (512, 768)
+    assert dev.max_sequence_length == 512 and dev.settings.dtype == "bfloat16"
+    assert dev.batch_size == 2 and dev.settings.seed == 3
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"steps": "many"}, "steps"),
+        ({"height": 1000}, "height"),
+        ({"width": -16}, "width"),
+        ({"guidance_scale": "strong"}, "guidance_scale"),
+        ({"max_sequence_length": 1024}, "max_sequence_length"),
+        ({"dtype": "int8"}, "dtype"),
+        ({"model": ""}, "model"),
+        ({"stepz": 3}, "stepz"),
+    ],
+)
+def test_bad_parameters_are_config_errors_naming_the_parameter(params, named):
+    with pytest.raises(ConfigError, match=named) as info:
+        FluxDev(seed=0, **params)
+    assert "image=dev" in str(info.value)
+
+
+def test_kontext_rejects_non_boolean_auto_resize():
+    with pytest.raises(ConfigError, match="auto_resize"):
+        FluxKontext(seed=0, auto_resize="sometimes")
+
+
+def test_cache_key_params_include_library_version_but_not_device():
+    dev = FluxDev(seed=0, device="cpu", batch_size=8)
+    params = dev.output_params()
+    assert "device" not in params and "batch_size" not in params
+    assert params["seed"] == 0 and params["diffusers"]
+
+
+def test_item_seed_depends_on_seed_and_content_only():
+    assert item_seed(0, "a fox") == item_seed(0, "a fox")
+    assert item_seed(0, "a fox") != item_seed(1, "a fox")
+    assert item_seed(0, "a fox") != item_seed(0, "a fox ")
+    assert 0 <= item_seed(7, "\ud800 lone surrogate") < 2**63
+    # pinned: a change here silently changes every cached image for the same cache key
+    assert item_seed(0, "a fox") == 1004555853864259259
+
+
+@pytest.mark.parametrize(
+    ("size", "auto_resize", "expected"),
+    [
+        ((64, 64), False, (64, 64)),
+        ((100, 70), False, (96, 64)),
+        ((64, 64), True, (1024, 1024)),
+        ((1600, 900), True, (1392, 752)),
+        ((300, 900), True, (672, 1568)),
+    ],
+)
+def test_kontext_condition_size(size, auto_resize, expected):
+    from diffusers.pipelines.flux.pipeline_flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS
+
+    got = kontext_condition_size(*size, auto_resize=auto_resize, multiple=16,
+                                 preferred=list(PREFERRED_KONTEXT_RESOLUTIONS))
+    assert got == expected
+
+
+def test_kontext_condition_size_rejects_tiny_pages():
+    with pytest.raises(ComponentError, match="8x40"):
+        kontext_condition_size(8, 40, auto_resize=True, multiple=16, preferred=[(1024, 1024)])
+
+
+def test_call_with_fallback_isolates_the_failing_item():
+    calls = []
+
+    def call(batch):
+        calls.append(list(batch))
+        if "bad" in batch:
+            raise RuntimeError("cannot encode 'bad'")
+        return [f"image:{x}" for x in batch]
+
+    out = call_with_fallback(call, ["a", "bad", "c"])
+    assert out[0] == "image:a" and out[2] == "image:c"
+    assert out[1].category == "model_error" and "cannot encode 'bad'" in out[1].message
+    assert calls == [["a", "bad", "c"], ["a"], ["bad"], ["c"]]
+
+
+def test_call_with_fallback_keeps_timeout_category():
+    def call(batch):
+        raise TimeoutError("too slow")
+
+    (failure,) = call_with_fallback(call, ["a"])
+    assert failure.category == "timeout"
