@@ -36,7 +36,13 @@ def _save(fig, out_dir: Path, stem: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{stem}.png"
     fig.savefig(png, format="png", bbox_inches="tight")
-    fig.savefig(out_dir / f"{stem}.svg", format="svg", bbox_inches="tight", metadata={"Date": None})
+    from matplotlib import rc_context
+
+    # Text stays text in the SVG: searchable, selectable and smaller than glyph paths.
+    with rc_context({"svg.fonttype": "none"}):
+        fig.savefig(
+            out_dir / f"{stem}.svg", format="svg", bbox_inches="tight", metadata={"Date": None}
+        )
     return png
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -68,14 +69,23 @@ class ReportContext:
     runs: dict[str, SystemRun] = field(default_factory=dict)
     examples: Sequence[StoryExample] | None = None
     notes: Sequence[str] = ()
+    summary: np.ndarray = field(init=False)
+    oracle_of: dict[str, bool] = field(init=False)
+    paradigm_of: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # plain dicts: these are looked up once per system card (tens of thousands of times)
+        self.oracle_of = {str(s): bool(v) for s, v in self.info["oracle"].items()}
+        self.paradigm_of = {str(s): str(v) for s, v in self.info["paradigm"].items()}
+        self.summary = summary_scores(self.cube)
 
 
 def _oracle(ctx: ReportContext, system: str) -> bool:
-    return bool(system in ctx.info.index and ctx.info.loc[system, "oracle"])
+    return ctx.oracle_of.get(system, False)
 
 
 def _paradigm(ctx: ReportContext, system: str) -> str:
-    return str(ctx.info.loc[system, "paradigm"]) if system in ctx.info.index else "unknown"
+    return ctx.paradigm_of.get(system, "unknown")
 
 
 def _badges(ctx: ReportContext, system: str) -> str:
@@ -138,8 +148,8 @@ def _frame_table(frame: pd.DataFrame, digits: int = 4) -> str:
     )
 
 
-def _num(value: float, digits: int = 3) -> str:
-    return MISSING if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+def _num(value: float | None, digits: int = 3) -> str:
+    return MISSING if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,20 +179,38 @@ def _example_entries(ctx: ReportContext) -> list[_ExampleEntry]:
 
 
 class _RowIndex:
-    """Scores rows grouped by (example, system) for fast per-card lookup."""
+    """Scores rows grouped by (example, system), pre-rendered once for all pages.
+
+    Each row becomes one ``criterion: score`` snippet; rows of one evaluator are consecutive, so a
+    card's detail table is a join over a slice.
+    """
 
     def __init__(self, frame: pd.DataFrame, cube: ScoreCube):
         self.n_sys = len(cube.systems)
         s = category_codes(frame["system"], cube.systems)
         e = category_codes(frame["example_id"], cube.examples)
         key = e * self.n_sys + s
-        order = np.argsort(key, kind="stable")
+        labels = {c: column_values(frame[c]) for c in ("kind", "track", "evaluator")}
+        joined = pd.Series(labels["kind"]) + "\0" + labels["track"] + "\0" + labels["evaluator"]
+        group_code, group_names = pd.factorize(joined, sort=True)
+        crit = column_values(frame["criterion"])
+        crit_code = pd.factorize(crit, sort=True)[0]
+        order = np.lexsort((crit_code, group_code, key))
         self.key = key[order]
-        self.cols = {
-            c: column_values(frame[c])[order]
-            for c in ("kind", "track", "evaluator", "criterion", "status")
-        }
-        self.score = frame["score"].to_numpy(float)[order]
+        self.group = group_code[order]
+        self.group_html = [
+            "".join(f'<td class="l">{escape(part)}</td>' for part in g.split("\0"))
+            for g in group_names
+        ]
+        status = column_values(frame["status"])[order]
+        score = frame["score"].to_numpy(float)[order]
+        crit = crit[order]
+        # Escaping happens per distinct value, not per row.
+        crit_html = {c: escape(c) for c in set(crit)}
+        self.snippet = [
+            f'<span class="st-{st}">{crit_html[c]}: {_num(v, 4) if st == "ok" else st}</span>'
+            for c, st, v in zip(crit, status, score.tolist(), strict=True)
+        ]
         self.e_index = {x: i for i, x in enumerate(cube.examples)}
         self.s_index = {x: i for i, x in enumerate(cube.systems)}
 
@@ -196,16 +224,20 @@ class _RowIndex:
         )
 
 
-def _example_summary(cube: ScoreCube, s: int, e: int) -> dict[str, float]:
-    """Per-example metric values and per-track mean over valid judges (NaN when none)."""
-    out: dict[str, float] = {}
-    for name in ("bertscore", "clip", "speech_meta"):
+def summary_scores(cube: ScoreCube) -> np.ndarray:
+    """(7, S, E): per-example BERT, CLIP, Meta and per-track means over valid judges (NaN: none)."""
+    out = np.full((7, len(cube.systems), len(cube.examples)), np.nan)
+    for j, name in enumerate(("bertscore", "clip", "speech_meta")):
         k = cube.metric_index(name)
-        out[name] = cube.values[k, s, e] if k is not None and cube.valid[k, s, e] else np.nan
-    for track in JUDGE_TRACKS:
+        if k is not None:
+            out[j] = np.where(cube.valid[k], cube.values[k], np.nan)
+    for j, track in enumerate(JUDGE_TRACKS, start=3):
         ks = cube.judge_indices(track)
-        vals = [cube.values[k, s, e] for k in ks if cube.valid[k, s, e]]
-        out[f"judge_{track}"] = float(np.mean(vals)) if vals else np.nan
+        if ks:
+            n = cube.valid[ks].sum(axis=0)
+            total = (cube.values[ks] * cube.valid[ks]).sum(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[j] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
     return out
 
 
@@ -224,25 +256,18 @@ def _scores_detail(index: _RowIndex, example_id: str, system: str) -> str:
     rng = index.rows(example_id, system)
     if not len(rng):
         return '<p class="missing">no scores yet</p>'
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    c = index.cols
-    for i in rng:
-        key = (c["kind"][i], c["track"][i], c["evaluator"][i])
-        status = c["status"][i]
-        value = _num(index.score[i], 4) if status == "ok" else status
-        crit = escape(c["criterion"][i])
-        groups.setdefault(key, []).append(
-            f'<span class="st-{escape(status)}">{crit}: {escape(value)}</span>'
-        )
-    rows = "".join(
-        f'<tr><td class="l">{escape(kind)}</td><td class="l">{escape(track)}</td>'
-        f'<td class="l">{escape(ev)}</td><td class="l">{"<br>".join(items)}</td></tr>'
-        for (kind, track, ev), items in sorted(groups.items())
-    )
+    rows = []
+    start = rng.start
+    for i in range(rng.start + 1, rng.stop + 1):
+        if i == rng.stop or index.group[i] != index.group[start]:
+            cells = "<br>".join(index.snippet[start:i])
+            label = index.group_html[index.group[start]]
+            rows.append(f'<tr>{label}<td class="l">{cells}</td></tr>')
+            start = i
     return (
         '<table><thead><tr><th class="l">kind</th><th class="l">track</th>'
         f'<th class="l">evaluator</th><th class="l">criterion scores</th></tr></thead>'
-        f"<tbody>{rows}</tbody></table>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -373,10 +398,10 @@ def _system_card(ctx: ReportContext, index: _RowIndex, entry: _ExampleEntry, sys
         if plan is not None:
             parts.append(_plan_html(plan))
     if s is not None and e is not None:
-        summary = _example_summary(ctx.cube, s, e)
+        values = ctx.summary[:, s, e].tolist()
         line = " · ".join(
-            f"{label} {_num(summary[key], 3 if key in ('bertscore', 'clip', 'speech_meta') else 2)}"
-            for key, label in _SUMMARY_LABELS
+            f"{label} {_num(v, 3 if j < 3 else 2)}"
+            for j, ((_, label), v) in enumerate(zip(_SUMMARY_LABELS, values, strict=True))
         )
         parts.append(
             f'<details><summary class="scoreline">{line}</summary>'
@@ -483,11 +508,8 @@ def _system_page(
                 status.append("ok")
             else:
                 status.append(MISSING)
-        summary = _example_summary(cube, s, e) if s is not None and e is not None else {}
-        vals = "".join(
-            f'<td data-v="{summary.get(k, np.nan)}">{_num(summary.get(k, np.nan), 3)}</td>'
-            for k, _ in _SUMMARY_LABELS
-        )
+        values = ctx.summary[:, s, e].tolist() if s is not None and e is not None else [None] * 7
+        vals = "".join(f'<td data-v="{v}">{_num(v, 3)}</td>' for v in values)
         rows.append(
             f'<tr data-item data-search="{escape(entry.example_id.lower())}">'
             f"<td>{'' if entry.index is None else entry.index}</td>"

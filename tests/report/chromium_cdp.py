@@ -8,6 +8,7 @@ JavaScript in them and take screenshots.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import queue
@@ -59,14 +60,27 @@ class Chromium:
             f"--user-data-dir={self.user_data_dir}",
             "--remote-debugging-pipe",
         ]
-        # The DevTools pipe must be fds 3 (commands in) and 4 (messages out) of the browser.
-        script = f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w}'
+        self.user_data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.user_data_dir.parent / f"{self.user_data_dir.name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in __exit__
+
+        def pipe_fds() -> None:
+            # The DevTools pipe must be fds 3 (commands in) and 4 (messages out) of the browser.
+            # Move both ends above 9 first so that neither dup2 clobbers the other.
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_child_r, from_child_w)]
+            for target, fd in zip((3, 4), high, strict=True):
+                os.dup2(fd, target)  # dup2 leaves the copy inheritable
+                os.close(fd)
+
+        # close_fds=False keeps the inheritable fds 3 and 4; every other fd Python opened is
+        # close-on-exec already.
         self._proc = subprocess.Popen(
-            ["sh", "-c", script, self.binary, *flags],
-            pass_fds=(to_child_r, from_child_w),
+            [self.binary, *flags],
+            preexec_fn=pipe_fds,  # noqa: PLW1509 - no threads are running yet
+            close_fds=False,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -91,6 +105,11 @@ class Chromium:
             self._proc.kill()
             self._proc.wait()
         os.close(self._to_child_w)
+        self._log.close()
+
+    def log_tail(self, n: int = 2000) -> str:
+        """The end of Chromium's own output, for failure messages."""
+        return self.log_path.read_bytes()[-n:].decode("utf-8", "replace")
 
     def _read_loop(self) -> None:
         buf = b""
@@ -124,7 +143,10 @@ class Chromium:
         msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = self.session_id
-        os.write(self._to_child_w, json.dumps(msg).encode() + b"\0")
+        try:
+            os.write(self._to_child_w, json.dumps(msg).encode() + b"\0")
+        except BrokenPipeError as exc:
+            raise RuntimeError(f"chromium exited; its output:\n{self.log_tail()}") from exc
         deadline = time.monotonic() + (timeout or self.timeout)
         with self._cond:
             while self._next_id not in self._responses:
