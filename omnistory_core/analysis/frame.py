@@ -36,13 +36,16 @@ def frame_from_rows(rows: Iterable[ScoreRow]) -> pd.DataFrame:
 
 
 def load_scores_frame(path: str | Path) -> pd.DataFrame:
-    """Read ``scores.jsonl`` into a DataFrame with categorical key columns and float scores.
+    """Read ``scores.jsonl`` (or a ``.parquet`` copy) into a DataFrame with categorical key
+    columns and float scores.
 
-    Raises ``ValueError`` naming the file, line and field of the first bad record.
+    Raises ``ValueError`` naming the file, line (row for Parquet) and field of the first bad record.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"scores table not found: {path}")
+    if path.suffix == ".parquet":
+        return _load_parquet(path)
     if path.stat().st_size == 0:
         return frame_from_rows([])
     try:
@@ -53,6 +56,24 @@ def load_scores_frame(path: str | Path) -> pd.DataFrame:
         _raise_first_error(path)
         # The slow path found nothing wrong (e.g. a pyarrow quirk): trust it.
         return frame_from_rows(read_scores(path))
+    return frame
+
+
+def _load_parquet(path: Path) -> pd.DataFrame:
+    raw = pd.read_parquet(path)
+    missing = [c for c in COLUMNS if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{path}: scores table lacks column(s) {missing}")
+    frame = _normalise(raw)
+    if not _bulk_valid(frame):
+        for i, data in enumerate(raw[list(COLUMNS)].to_dict("records")):
+            score = data["score"]
+            data["score"] = None if score is None or pd.isna(score) else float(score)
+            try:
+                ScoreRow(**data)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: row {i}: invalid scores row: {exc}") from exc
+        raise ValueError(f"{path}: a key column holds nulls")
     return frame
 
 

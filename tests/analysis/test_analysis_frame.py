@@ -123,3 +123,24 @@ def test_empty_file(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("")
     assert load_scores_frame(path).empty
+
+
+def test_parquet_copy_loads_the_same(tmp_path):
+    frame = synthetic_scores(n_systems=2, n_examples=5, judges_per_track=1, seed=2)
+    jsonl = write_scores_frame(frame, tmp_path / "scores.jsonl")
+    parquet = tmp_path / "scores.parquet"
+    load_scores_frame(jsonl).astype({c: str for c in frame.columns if c != "score"}).to_parquet(
+        parquet
+    )
+    a, b = load_scores_frame(jsonl), load_scores_frame(parquet)
+    np.testing.assert_array_equal(a["score"].to_numpy(), b["score"].to_numpy())
+    assert list(a["criterion"].astype(str)) == list(b["criterion"].astype(str))
+
+
+def test_bad_parquet_row_is_named(tmp_path):
+    import pandas as pd
+
+    bad = pd.DataFrame([GOOD, dict(GOOD, example_id="e2", status="done")])
+    bad.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"bad\.parquet: row 1: .*status must be one of"):
+        load_scores_frame(tmp_path / "bad.parquet")

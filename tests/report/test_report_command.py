@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from omnistory_core.analysis import LEADERBOARD_COLUMNS, build_cube, leaderboard, load_scores_frame
-from omnistory_core.evaluation.scores import read_scores, write_scores
+from omnistory_core.evaluation.scores import ScoreRow, read_scores, write_scores
 from omnistory_core.report.command import build_report, main
 
 FIGURES = (
@@ -225,3 +225,17 @@ def test_bootstrap_must_be_positive(synthetic_run, tmp_path):
         )
         == 2
     )
+
+
+def test_empty_and_single_row_tables_still_build(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = build_report(empty, tmp_path / "r0", bootstrap=10, print_table=False)
+    assert pd.read_csv(out / "leaderboard.csv").columns.tolist() == list(LEADERBOARD_COLUMNS)
+    assert (out / "index.html").is_file()
+    one = tmp_path / "one.jsonl"
+    write_scores(one, [ScoreRow("s", "e", "metric", "text", "bertscore", "f1", 0.5, "ok")])
+    out = build_report(one, tmp_path / "r1", bootstrap=10, print_table=False)
+    lb = pd.read_csv(out / "leaderboard.csv")
+    assert lb["bertscore"][0] == 0.5 and np.isnan(lb["total"][0])
+    assert "skipped" in (out / "tables" / "bootstrap_totals.md").read_text()
