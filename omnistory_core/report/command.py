@@ -53,6 +53,9 @@ def build_report(
 ) -> Path:
     """Build the full report into ``out_dir`` and return ``out_dir``.
 
+    A scores file that does not exist yet is allowed when ``run_dir`` is given (a sweep without
+    evaluation): the report then shows the outputs only.
+
     Options: ``bootstrap`` (draws, default 20,000), ``seed`` (20260925), ``weight_draws``
     (10,000), ``html`` (True), ``print_table`` (True), ``console`` (a rich Console), ``panels``
     (explicit judge panels for the agreement tables).  ``examples`` are the dataset's
@@ -81,13 +84,20 @@ def build_report(
     from omnistory_core.report.terminal import print_leaderboard
 
     scores_path, out_dir = Path(scores_path), Path(out_dir)
+    notes = []
+    if scores_path.is_file() or run_dir is None:
+        frame = load_scores_frame(scores_path)
+    else:
+        # A sweep run without evaluation: the pages still show every system's outputs.
+        from omnistory_core.analysis.frame import frame_from_rows
+
+        frame = frame_from_rows([])
+        notes.append(f"No scores table yet at {scores_path}; showing outputs only.")
     out_dir.mkdir(parents=True, exist_ok=True)
-    frame = load_scores_frame(scores_path)
     cube = build_cube(frame, source=str(scores_path))
     lb = leaderboard(cube)
 
     runs = read_run_dir(run_dir) if run_dir is not None else {}
-    notes = []
     unscored = sorted(set(runs) - set(cube.systems))
     if unscored:
         notes.append(f"Systems in the run directory without scores yet: {', '.join(unscored)}.")
@@ -226,6 +236,9 @@ def main(argv: list[str]) -> int:
     if args.bootstrap < 1:
         print("error: --bootstrap must be at least 1", file=sys.stderr)
         return 2
+    if not args.scores.is_file():
+        print(f"error: scores table not found: {args.scores}", file=sys.stderr)
+        return 1
     start = time.perf_counter()
     try:
         out = build_report(

@@ -239,3 +239,21 @@ def test_empty_and_single_row_tables_still_build(tmp_path):
     lb = pd.read_csv(out / "leaderboard.csv")
     assert lb["bertscore"][0] == 0.5 and np.isnan(lb["total"][0])
     assert "skipped" in (out / "tables" / "bootstrap_totals.md").read_text()
+
+
+def test_sweep_without_scores_shows_outputs(synthetic_run, tmp_path):
+    missing = tmp_path / "not-yet.jsonl"
+    out = build_report(
+        missing,
+        tmp_path / "r",
+        synthetic_run.run_dir,
+        examples=synthetic_run.examples,
+        bootstrap=10,
+        print_table=False,
+    )
+    assert "No scores table yet" in (out / "index.html").read_text()
+    ex0 = next((out / "examples").glob("book0_*.html")).read_text()
+    assert "orch-a narration 0" in ex0 and "<audio" in ex0
+    assert pd.read_csv(out / "leaderboard.csv").empty
+    with pytest.raises(FileNotFoundError):
+        build_report(missing, tmp_path / "r2", bootstrap=10, print_table=False)
