@@ -1,0 +1,251 @@
+"""`VLMPlanner`: the shared body of every API/VLM planner.
+
+A subclass supplies the client (``make_client``), one API call (``send``) and, if its SDK needs
+it, error classification (``classify_error``).  This class owns everything else, identically for
+all planners: parameter defaults and validation, the prompt variant, the request (image + text),
+bounded concurrency inside :meth:`run_batch`, retries with backoff honouring ``Retry-After``,
+timeouts as ``timeout`` failures, other API errors as ``model_error`` failures, and usage/cost.
+
+Secrets: ``api_key_env`` names an environment variable; its value is read when the client is made
+(on the first call, in :meth:`load`), handed to the SDK client and never kept on the planner,
+written, logged or put in a failure message (messages are scrubbed of it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from omnistory_core.components import EXAMPLE_INPUTS, ComponentError, Planner, PlannerResponse
+from omnistory_core.contract import Failure
+from omnistory_core.engine.job import ConfigError
+from omnistory_core.planning.messages import PlannerRequest, build_request
+from omnistory_core.planning.prompts import get_variant
+from omnistory_core.planning.replies import ModelReply
+from omnistory_core.planning.retry import (
+    ErrorInfo,
+    RetryPolicy,
+    call_with_retries,
+    classify_api_error,
+    map_bounded,
+)
+from omnistory_core.planning.usage import Price, parse_price_table, usage_record
+
+
+class PlannerConfigError(ConfigError):
+    """A planner parameter that cannot work; the message names the parameter."""
+
+
+#: parameters every VLM planner accepts, with their defaults
+BASE_DEFAULTS: dict[str, Any] = {
+    "model": None,
+    # -- runtime only (not in the cache key) --
+    "base_url": None,
+    "api_key_env": None,
+    "max_concurrency": 4,
+    "timeout_s": 120.0,
+    "max_retries": 3,
+    "retry_base_delay_s": 1.0,
+    "retry_max_delay_s": 60.0,
+    "prices": None,
+    # -- output-changing (in the cache key) --
+    "prompt": "default",
+    "narration_target_chars": None,
+    "image_max_side": None,
+    "max_tokens": 2048,
+    "temperature": None,
+    "top_p": None,
+    "seed": 0,
+}
+BASE_RUNTIME: tuple[str, ...] = (
+    "base_url", "api_key_env", "max_concurrency", "timeout_s", "max_retries",
+    "retry_base_delay_s", "retry_max_delay_s", "prices",
+)
+
+
+class VLMPlanner(Planner):
+    """Base class of the API and vLLM planners (image + text in, Plan JSON text out)."""
+
+    reads = EXAMPLE_INPUTS
+    version = "1"
+    default_batch_size = 64
+    runtime_params: ClassVar[tuple[str, ...]] = BASE_RUNTIME
+    param_defaults: ClassVar[dict[str, Any]] = BASE_DEFAULTS
+    #: pip requirements beyond omnistory-core and the plugin's own distribution
+    requirements: ClassVar[tuple[str, ...]] = ()
+    #: whether a call without the API key can work at all (a local vLLM server needs none)
+    api_key_required: ClassVar[bool] = True
+
+    def __init__(self, **params: Any):
+        unknown = sorted(set(params) - set(self.param_defaults) - {"batch_size"})
+        if unknown:
+            raise PlannerConfigError(
+                f"planner={self.name}: unknown parameter(s) {', '.join(unknown)}; known: "
+                f"{', '.join(sorted(self.param_defaults))}"
+            )
+        merged = {**self.param_defaults, **params}
+        super().__init__(**merged)
+        self._check_params()
+        self._variant = get_variant(str(merged["prompt"]))
+        try:
+            self._prices: dict[str, Price] = parse_price_table(
+                merged["prices"], where=f"planner={self.name}: planner.prices"
+            )
+        except ValueError as exc:
+            raise PlannerConfigError(str(exc)) from None
+        self._client: Any = None
+
+    # -- parameters ----------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        p = self.params
+        checks: list[tuple[str, bool, str]] = [
+            ("model", isinstance(p["model"], str) and bool(p["model"].strip()), "a model name"),
+            ("max_concurrency", _is_int(p["max_concurrency"], 1), "an integer >= 1"),
+            ("max_tokens", _is_int(p["max_tokens"], 1), "an integer >= 1"),
+            ("max_retries", _is_int(p["max_retries"], 0), "an integer >= 0"),
+            ("narration_target_chars", p["narration_target_chars"] is None
+             or _is_int(p["narration_target_chars"], 1), "null or an integer >= 1"),
+            ("image_max_side", p["image_max_side"] is None or _is_int(p["image_max_side"], 1),
+             "null or an integer >= 1"),
+            ("api_key_env", p["api_key_env"] is None
+             or (isinstance(p["api_key_env"], str) and bool(p["api_key_env"].strip())),
+             "null or the name of an environment variable"),
+            ("prompt", str(p["prompt"]) in _variant_names(), f"one of {_variant_names()}"),
+        ]
+        checks += [(k, _is_number(p[k]) and p[k] > 0, "a number > 0")
+                   for k in ("timeout_s", "retry_base_delay_s", "retry_max_delay_s")]
+        checks += [(k, p[k] is None or _is_number(p[k]), "null or a number")
+                   for k in ("temperature", "top_p")]
+        for key, ok, expected in checks:
+            if not ok:
+                raise self._bad(key, expected)
+
+    def _bad(self, key: str, expected: str) -> PlannerConfigError:
+        """The error for parameter ``key`` (subclasses use it in their own checks)."""
+        return PlannerConfigError(
+            f"planner={self.name}: planner.{key} must be {expected}, got {self.params[key]!r}"
+        )
+
+    @property
+    def model(self) -> str:
+        return str(self.params["model"])
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=int(self.params["max_retries"]),
+            base_delay_s=float(self.params["retry_base_delay_s"]),
+            max_delay_s=float(self.params["retry_max_delay_s"]),
+        )
+
+    def output_params(self) -> dict[str, Any]:
+        """The cache-key parameters, plus a digest of the prompt wording the variant sends."""
+        params = super().output_params()
+        params["prompt_sha256"] = self._variant.digest(self.params["narration_target_chars"])
+        return params
+
+    def sampling_params(self) -> dict[str, Any]:
+        """The non-null sampling parameters shared by the chat APIs."""
+        return {k: self.params[k] for k in ("temperature", "top_p") if self.params[k] is not None}
+
+    # -- secrets -------------------------------------------------------------------------------
+    def _api_key(self) -> str | None:
+        name = self.params["api_key_env"]
+        value = os.environ.get(name) if name else None
+        if value:
+            return value
+        if self.api_key_required:
+            where = f"environment variable {name}" if name else "no planner.api_key_env"
+            raise ComponentError(
+                f"planner={self.name}: no API key ({where} is not set); set the variable named by "
+                "planner.api_key_env", category="model_error",
+            )
+        return None
+
+    def _scrub(self, text: str) -> str:
+        name = self.params["api_key_env"]
+        value = os.environ.get(name) if name else None
+        if value and len(value) >= 4 and value in text:
+            text = text.replace(value, "***REDACTED***")
+        return text
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def load(self) -> None:
+        if self._client is None:
+            self._client = self.make_client(self._api_key())
+
+    def unload(self) -> None:
+        client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if callable(close):
+            close()
+
+    # -- calls ---------------------------------------------------------------------------------
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        self.load()
+        return map_bounded(self._plan_one, items, int(self.params["max_concurrency"]))
+
+    def run_one(self, item: dict[str, Any]) -> Any:
+        return self.run_batch([item])[0]
+
+    def build_request(self, item: Mapping[str, Any]) -> PlannerRequest:
+        return build_request(
+            dict(item), self._variant,
+            target_chars=self.params["narration_target_chars"],
+            image_max_side=self.params["image_max_side"],
+        )
+
+    def _plan_one(self, item: dict[str, Any]) -> PlannerResponse | Failure:
+        try:
+            request = self.build_request(item)
+        except ValueError as exc:
+            return Failure("model_error", str(exc))
+        client = self._client
+        outcome = call_with_retries(lambda: self.send(client, request), self.classify_error,
+                                    self.policy)
+        if outcome.error is not None:
+            tries = f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}"
+            return Failure(outcome.error.category,
+                           self._scrub(f"{outcome.error.message} ({tries})"))
+        reply: ModelReply = outcome.value
+        usage = usage_record(
+            self.model, reply.input_tokens, reply.output_tokens, self._prices,
+            attempts=outcome.attempts, waited_s=outcome.waited_s, extra=reply.extra_usage,
+        )
+        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "",
+                               usage=usage)
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    def make_client(self, api_key: str | None) -> Any:
+        """Create the SDK client (``max_retries=0``: retries are ours)."""
+        raise NotImplementedError
+
+    def send(self, client: Any, request: PlannerRequest) -> ModelReply:
+        """One API call; raise the SDK's exception on error."""
+        raise NotImplementedError
+
+    def classify_error(self, exc: BaseException) -> ErrorInfo:
+        """Map an exception of ``send`` to a failure category and a retry decision.
+
+        Subclasses pass their SDK's timeout and connection error types to
+        :func:`classify_api_error`; HTTP status errors are recognised by duck typing.
+        """
+        return classify_api_error(exc)
+
+
+def _is_int(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _variant_names() -> list[str]:
+    from omnistory_core.planning.prompts import PROMPT_VARIANTS
+
+    return sorted(PROMPT_VARIANTS)
+
+
+__all__ = ["BASE_DEFAULTS", "BASE_RUNTIME", "ModelReply", "PlannerConfigError", "VLMPlanner"]

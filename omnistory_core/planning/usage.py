@@ -1,0 +1,102 @@
+"""Token usage and cost of one planner call, from a configurable price table.
+
+The price table maps a model name to USD per million input and output tokens::
+
+    prices:
+      gpt-5.4: {input_per_mtok: 2.5, output_per_mtok: 10.0}
+
+No prices ship with the project (they change, and differ per account and tier): a model missing
+from the table, or with a ``null`` price, gets no ``cost_usd`` at all, never a cost of 0, so a
+summed cost is never silently too low.  ``priced_calls`` counts the calls that carry a cost, so
+the manifest's summed usage shows how much of the spend is covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+def parse_price_table(raw: Mapping[str, Any] | None, where: str = "planner.prices"
+                      ) -> dict[str, Price]:
+    """Validate a price table; entries with a ``null`` price are left out (unknown price).
+
+    Raises ``ValueError`` naming the entry and field for anything else that is not a
+    non-negative number.
+    """
+    table: dict[str, Price] = {}
+    if raw is None:
+        return table
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"{where}: expected a mapping of model -> prices, got {type(raw).__name__}"
+        )
+    for model, entry in raw.items():
+        if entry is None:
+            continue
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{where}.{model}: expected a mapping with {', '.join(PRICE_FIELDS)}")
+        unknown = sorted(set(entry) - set(PRICE_FIELDS))
+        if unknown:
+            raise ValueError(f"{where}.{model}: unknown field(s) {', '.join(map(str, unknown))}; "
+                             f"expected {', '.join(PRICE_FIELDS)}")
+        values: dict[str, float] = {}
+        for name in PRICE_FIELDS:
+            value = entry.get(name)
+            if value is None:
+                break
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{where}.{model}.{name}: expected a number >= 0, got {value!r}")
+            values[name] = float(value)
+        else:
+            table[str(model)] = Price(**values)
+    return table
+
+
+def usage_record(
+    model: str,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    prices: Mapping[str, Price],
+    *,
+    attempts: int = 1,
+    waited_s: float = 0.0,
+    extra: Mapping[str, int | float] | None = None,
+) -> dict[str, int | float]:
+    """The ``PlannerResponse.usage`` of one call (numbers only, so the manifest can sum them).
+
+    Token counts the API did not report are left out; ``cost_usd`` is present only when both
+    counts and the model's price are known.
+    """
+    usage: dict[str, int | float] = {"calls": 1, "attempts": int(attempts),
+                                     "retry_wait_s": round(float(waited_s), 6)}
+    if input_tokens is not None:
+        usage["input_tokens"] = int(input_tokens)
+    if output_tokens is not None:
+        usage["output_tokens"] = int(output_tokens)
+    for key, value in (extra or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            usage[key] = value
+    price = prices.get(model)
+    priced = price is not None and input_tokens is not None and output_tokens is not None
+    if priced:
+        usage["cost_usd"] = round(price.cost(int(input_tokens), int(output_tokens)), 10)
+    usage["priced_calls"] = 1 if priced else 0
+    return usage
+
+
+__all__ = ["PRICE_FIELDS", "Price", "parse_price_table", "usage_record"]
