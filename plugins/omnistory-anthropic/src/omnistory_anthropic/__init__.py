@@ -1,0 +1,3 @@
+"""omnistory plugin: the ``claude`` planner (Anthropic SDK)."""
+
+__version__ = "0.1.0"

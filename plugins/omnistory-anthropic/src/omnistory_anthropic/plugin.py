@@ -1,0 +1,16 @@
+"""The module named by the ``omnistory`` entry point (imports no SDK)."""
+
+from __future__ import annotations
+
+from omnistory_anthropic.planner import ClaudePlanner
+from omnistory_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_planners(register):
+    register(ClaudePlanner)
+
+
+@hookimpl
+def register_config_paths(register):
+    register("pkg://omnistory_anthropic.conf")
