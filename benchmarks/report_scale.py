@@ -15,9 +15,25 @@ rows), then times each step of the report:
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
+
+
+class Timer:
+    """Wall-clock and process CPU seconds (all threads) of a block."""
+
+    def __enter__(self) -> Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+    def __str__(self) -> str:
+        return f"{self.wall:7.2f} s wall {self.cpu:7.2f} s CPU"
 
 
 def main() -> None:
@@ -52,37 +68,30 @@ def main() -> None:
         setup = time.perf_counter() - t0
         size_mb = path.stat().st_size / 1e6
 
-        t0 = time.perf_counter()
-        frame = load_scores_frame(path)
-        t_load = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        cube = build_cube(frame)
-        lb = leaderboard(cube)
-        t_lb = time.perf_counter() - t0
+        with Timer() as t_load:
+            frame = load_scores_frame(path)
+        with Timer() as t_lb:
+            cube = build_cube(frame)
+            lb = leaderboard(cube)
 
         options = StatisticsOptions(draws=args.draws, weight_draws=args.weight_draws)
         para = {s: paradigms[i % 4] for i, s in enumerate(cube.systems)}
-        t0 = time.perf_counter()
-        stats = compute_statistics(frame, cube, lb, paradigms=para, options=options)
-        t_stats = time.perf_counter() - t0
+        with Timer() as t_stats:
+            stats = compute_statistics(frame, cube, lb, paradigms=para, options=options)
 
         from omnistory_core.analysis.bootstrap import paired_bootstrap
 
-        t0 = time.perf_counter()
-        paired_bootstrap(cube, args.draws)
-        t_boot = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        build_report(
-            path,
-            Path(tmp) / "report",
-            bootstrap=args.draws,
-            weight_draws=args.weight_draws,
-            html=args.html,
-            print_table=False,
-        )
-        t_report = time.perf_counter() - t0
+        with Timer() as t_boot:
+            paired_bootstrap(cube, args.draws)
+        with Timer() as t_report:
+            build_report(
+                path,
+                Path(tmp) / "report",
+                bootstrap=args.draws,
+                weight_draws=args.weight_draws,
+                html=args.html,
+                print_table=False,
+            )
 
     rows_per = 6 + 4 * args.judges_per_track * 4
     print(
@@ -90,15 +99,15 @@ def main() -> None:
         f" = {len(frame):,} rows, {size_mb:.0f} MB (generated and written in {setup:.1f} s)"
     )
     print(f"bootstrap draws: {args.draws:,} (seed 20260925); weight draws: {args.weight_draws:,}")
-    print(f"  load scores.jsonl             {t_load:7.2f} s")
-    print(f"  cube + leaderboard            {t_lb:7.2f} s")
-    print(
-        f"  statistics ({len(stats)} tables)       {t_stats:7.2f} s"
-        f"   (of which paired bootstrap alone: {t_boot:.2f} s)"
-    )
-    print(f"  leaderboard + statistics      {t_lb + t_stats:7.2f} s")
-    label = "with HTML pages" if args.html else "no HTML"
-    print(f"  full build_report ({label})  {t_report:7.2f} s   (load, tables, figures included)")
+    both = (t_lb.wall + t_stats.wall, t_lb.cpu + t_stats.cpu)
+    print(f"  load scores.jsonl              {t_load}")
+    print(f"  cube + leaderboard             {t_lb}")
+    print(f"  statistics ({len(stats)} tables)        {t_stats}")
+    print(f"    of which paired bootstrap    {t_boot}")
+    print(f"  leaderboard + statistics       {both[0]:7.2f} s wall {both[1]:7.2f} s CPU")
+    label = "with HTML pages" if args.html else "without HTML"
+    print(f"  whole build_report             {t_report}   ({label}; load, tables, figures)")
+    print(f"  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
