@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     for arg in args:
         for job in job_dirs(arg):
             found = True
+            label = job.name if job == Path(arg) else str(job.relative_to(arg))
             s = length_summary(narration_lengths(job))
             cells = [s[k] if s[k] is not None else "-" for k in
                      ("n", "mean", "median", "min", "max", "ratio_to_reference")]
-            print(f"{str(job)[-48:]:<48} {cells[0]:>4} {cells[1]:>7} {cells[2]:>7} "
+            print(f"{label[-48:]:<48} {cells[0]:>4} {cells[1]:>7} {cells[2]:>7} "
                   f"{cells[3]:>5} {cells[4]:>5} {cells[5]:>6}")
     if not found:
         print(f"no plans.jsonl under {', '.join(args)}", file=sys.stderr)
