@@ -149,3 +149,15 @@ def test_bad_structured_output_mode_is_a_config_error():
 
     with pytest.raises(PlannerConfigError, match="planner.structured_output"):
         ClaudePlanner(structured_output="grammar")
+
+
+def test_shipped_yaml_sets_every_parameter():
+    from importlib import resources
+
+    import yaml
+
+    conf = yaml.safe_load(resources.files("omnistory_anthropic.conf").joinpath(
+        "planner", "claude.yaml").read_text())
+    assert conf.pop("name") == "claude"
+    assert set(conf) == set(ClaudePlanner.param_defaults) - {"seed"}
+    assert ClaudePlanner(**conf, seed=0).model == "claude-opus-4-7"

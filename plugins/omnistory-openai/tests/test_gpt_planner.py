@@ -155,3 +155,15 @@ def test_prompt_variant_is_in_the_cache_key(items):
     assert len(keys) == 2
     assert GPTPlanner(seed=0).output_params()["prompt"] == "default"
     assert "api_key_env" not in GPTPlanner(seed=0).output_params()
+
+
+def test_shipped_yaml_sets_every_parameter():
+    from importlib import resources
+
+    import yaml
+
+    conf = yaml.safe_load(resources.files("omnistory_openai.conf").joinpath(
+        "planner", "gpt.yaml").read_text())
+    assert conf.pop("name") == "gpt"
+    assert set(conf) == set(GPTPlanner.param_defaults) - {"seed"}
+    assert GPTPlanner(**conf, seed=0).model == "gpt-5.4"

@@ -113,3 +113,19 @@ def test_schema_patterns_can_be_dropped(items):
     assert schema["properties"]["speech"]["properties"]["emotion"]["enum"] == \
         full["properties"]["speech"]["properties"]["emotion"]["enum"]
     assert "pattern" in str(full)
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.name)
+def test_shipped_yaml_sets_every_parameter(cls):
+    from importlib import resources
+
+    import yaml
+
+    conf = yaml.safe_load(resources.files("omnistory_vllm.conf").joinpath(
+        "planner", f"{cls.name}.yaml").read_text())
+    assert conf.pop("name") == cls.name
+    assert set(conf) == set(cls.param_defaults) - {"seed"}
+    planner = cls(**conf, seed=0)
+    assert planner.model == EXPECTED[cls][0]
+    assert (planner.params["chat_template_kwargs"] or None) == EXPECTED[cls][1]
+    assert planner.params["launch"] is False
