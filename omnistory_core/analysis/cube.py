@@ -201,3 +201,20 @@ def _assign_cells(frame: pd.DataFrame, source: str) -> tuple[list[Cell], np.ndar
             allowed |= (evaluator == name) & np.isin(criterion, criteria)
         row_cell[is_metric & ~allowed] = -1
     return cells, row_cell
+
+
+def select_systems(cube: ScoreCube, systems: list[str] | tuple[str, ...]) -> ScoreCube:
+    """The cube restricted to ``systems`` (kept in the cube's order; unknown names ignored)."""
+    wanted = set(systems)
+    idx = [i for i, s in enumerate(cube.systems) if s in wanted]
+    return ScoreCube(
+        systems=tuple(cube.systems[i] for i in idx),
+        examples=cube.examples,
+        cells=cube.cells,
+        values=cube.values[:, idx, :],
+        valid=cube.valid[:, idx, :],
+        has_rows=cube.has_rows[:, idx, :],
+        present=cube.present[idx, :],
+        missing=cube.missing[:, idx, :],
+        judge_criteria=cube.judge_criteria,
+    )

@@ -7,13 +7,13 @@ need more systems than a partial sweep has are skipped with a note instead of fa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from omnistory_core.analysis import agreement, bootstrap, bottleneck, correlations, sensitivity
-from omnistory_core.analysis.cube import ScoreCube
+from omnistory_core.analysis.cube import ScoreCube, select_systems
 from omnistory_core.analysis.leaderboard import (
     criterion_scores,
     judge_coverage,
@@ -58,8 +58,14 @@ def compute_statistics(
     lengths: pd.DataFrame | None = None,
     reference_lengths: list[int] | None = None,
     options: StatisticsOptions | None = None,
+    exclude: Collection[str] = (),
 ) -> dict[str, StatTable]:
-    """All statistics tables, keyed by file stem."""
+    """All statistics tables, keyed by file stem.
+
+    ``exclude`` (oracle systems) stay in the per-system descriptive tables (judge coverage,
+    criterion scores, narration lengths) but are left out of every comparison across systems:
+    paradigm means, correlations, diagnostics, bootstrap ranks, judge agreement, sensitivity.
+    """
     opt = options or StatisticsOptions()
     out: dict[str, StatTable] = {}
     out["judge_coverage"] = StatTable(
@@ -73,6 +79,19 @@ def compute_statistics(
             out[f"criterion_scores_{track}"] = StatTable(
                 f"Valid-only {track}-judge scores per criterion", crit.reset_index()
             )
+
+    if lengths is not None and not lengths.empty:
+        out["length_per_system"] = StatTable(
+            "Generated narration length (Unicode characters after trimming)",
+            length_per_system(lengths, reference_lengths),
+        )
+    descriptive = set(out)
+    excluded = sorted(set(exclude) & set(cube.systems))
+    if excluded:
+        cube = select_systems(cube, [s for s in cube.systems if s not in excluded])
+        lb = lb[~lb["system"].isin(excluded)].reset_index(drop=True)
+        if lengths is not None:
+            lengths = lengths[~lengths["system"].isin(excluded)]
 
     if paradigms:
         tab = lb[["system", "total", "total_zero"]].copy()
@@ -189,12 +208,13 @@ def compute_statistics(
         )
 
     if lengths is not None and not lengths.empty:
-        out["length_per_system"] = StatTable(
-            "Generated narration length (Unicode characters after trimming)",
-            length_per_system(lengths, reference_lengths),
-        )
         out["length_correlations"] = StatTable(
             "Narration length vs text judge and BERTScore (pooled observations)",
             length_correlations(cube, lengths),
         )
+    if excluded:
+        note = f"Oracle systems left out: {', '.join(excluded)}."
+        for key in set(out) - descriptive:
+            t = out[key]
+            out[key] = replace(t, note=f"{t.note} {note}".strip())
     return out

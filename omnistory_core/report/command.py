@@ -109,6 +109,8 @@ def build_report(
             examples = None
     info = system_info(runs, list(cube.systems) + unscored)
     paradigms = {s: p for s, p in info["paradigm"].items() if p != "unknown"} or None
+    oracles = sorted(s for s, o in info["oracle"].items() if o)
+    comparable = lb[~lb["system"].isin(oracles)]
 
     failures = failures_frame(runs) if runs else pd.DataFrame()
     lengths = lengths_frame(runs) if runs else None
@@ -135,6 +137,7 @@ def build_report(
             weight_draws=int(opt["weight_draws"]),
             panels=opt["panels"],
         ),
+        exclude=oracles,
     )
     tables_dir = out_dir / "tables"
     table_links = []
@@ -145,10 +148,13 @@ def build_report(
         table_links.append((table.title, stem))
 
     fig_dir = out_dir / "figures"
+    left_out = f" (oracle systems left out: {', '.join(oracles)})" if oracles else ""
     plan_errors = plan_error_counts(failures) if runs else None
     criteria_image = stats.get("criterion_scores_image")
     criteria_frame = (
-        criteria_image.frame.set_index("system") if criteria_image is not None else pd.DataFrame()
+        criteria_image.frame.set_index("system").drop(index=oracles, errors="ignore")
+        if criteria_image is not None
+        else pd.DataFrame()
     )
     figures = [
         ("Figure 3: Total Average ranking by paradigm", fig.ranking_figure(lb, info, fig_dir)),
@@ -158,17 +164,17 @@ def build_report(
         ),
         ("Figure 13: valid-only vs zero-filled", fig.valid_vs_zero_figure(lb, info, fig_dir)),
         (
-            "Modality correlation heatmap (valid-only)",
+            "Modality correlation heatmap (valid-only)" + left_out,
             fig.correlation_heatmap(
                 correlation_matrix(
-                    modality_frame(lb, "valid").dropna(),
+                    modality_frame(comparable, "valid").dropna(),
                     ["text", "image", "speech", "omni", "total"],
                 ),
                 fig_dir,
             ),
         ),
         (
-            "Figure 6: image-judge scores by category and paradigm",
+            "Figure 6: image-judge scores by category and paradigm" + left_out,
             fig.image_categories_figure(criteria_frame, info, fig_dir),
         ),
     ]

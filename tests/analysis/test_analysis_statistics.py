@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from omnistory_core.analysis import (
     StatisticsOptions,
@@ -79,3 +80,21 @@ def test_partial_sweep_skips_instead_of_failing():
     assert stats["aggregation_variants"].note.startswith("skipped")
     assert list(stats["bootstrap_totals"].frame["system"]) == ["sys00"]
     assert "bootstrap_pairs" not in stats
+
+
+def test_excluded_systems_stay_only_in_descriptive_tables():
+    frame = synthetic_scores(n_systems=5, n_examples=20, judges_per_track=1, seed=6)
+    cube = build_cube(frame)
+    lb = leaderboard(cube)
+    lengths = pd.DataFrame(
+        {"system": list(cube.systems), "example_id": [cube.examples[0]] * 5, "length": 10}
+    )
+    stats = compute_statistics(frame, cube, lb, lengths=lengths, options=OPTIONS, exclude=["sys02"])
+    assert "sys02" in set(stats["judge_coverage"].frame["system"])
+    assert "sys02" in set(stats["criterion_scores_text"].frame["system"])
+    assert "sys02" in set(stats["length_per_system"].frame["system"])
+    assert "sys02" not in set(stats["bootstrap_totals"].frame["system"])
+    assert len(stats["bootstrap_totals"].frame) == 4
+    assert stats["bottleneck_valid"].note.endswith("Oracle systems left out: sys02.")
+    assert "sys02" not in set(stats["weights_dirichlet_winners"].frame["system"])
+    assert stats["judge_coverage"].note == ""

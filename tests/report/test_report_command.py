@@ -67,7 +67,12 @@ def test_main_writes_leaderboard_tables_figures_and_html(synthetic_run, tmp_path
     for md_path in (out / "tables").glob("*.md"):
         assert md_path.with_suffix(".csv").is_file()
     boot = pd.read_csv(out / "tables" / "bootstrap_totals.csv")
-    assert set(boot["system"]) == set(expected["system"])
+    assert set(boot["system"]) == {"orch-a", "semi-b"}  # the oracle is not ranked
+    assert (
+        "Oracle systems left out: oracle-c" in (out / "tables" / "bootstrap_totals.md").read_text()
+    )
+    coverage = pd.read_csv(out / "tables" / "judge_coverage.csv")
+    assert "oracle-c" in set(coverage["system"])  # descriptive tables keep it
     assert "200 draws, seed 3" in (out / "tables" / "bootstrap_totals.md").read_text()
 
     index = (out / "index.html").read_text()
@@ -113,7 +118,7 @@ def test_build_report_with_examples_is_self_contained(synthetic_run, tmp_path):
     assert set(failures["system"]) == {"semi-b"}
     assert failures["count"].sum() == 3 and set(failures["category"]) == {"plan_json_error"}
     plans = pd.read_csv(out / "tables" / "paradigm_means.csv")
-    assert set(plans["paradigm"]) == {"orchestration", "semi-orchestration", "baseline"}
+    assert set(plans["paradigm"]) == {"orchestration", "semi-orchestration"}  # oracle left out
 
     # rebuilding into the same folder works (media are replaced, not duplicated)
     build_report(
