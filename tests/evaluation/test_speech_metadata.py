@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -11,7 +12,8 @@ import pytest
 from omnistory_core.evaluation import speech_metadata as sm
 from omnistory_core.evaluation.metrics.testing import synthetic_voice, write_wav
 
-EPS = 1e-9
+needs_librosa = pytest.mark.skipif(importlib.util.find_spec("librosa") is None,
+                                   reason="librosa is not installed (pip install librosa)")
 
 
 # --- speed ---------------------------------------------------------------------------------
@@ -125,6 +127,7 @@ def test_bad_calibration_file_names_file_and_field(tmp_path, content, message):
 # --- median F0 and the pyin -> yin -> None chain -------------------------------------------
 
 
+@needs_librosa
 @pytest.mark.parametrize("f0", [95.0, 140.0, 200.0, 300.0])
 def test_median_f0_on_synthetic_voices_within_3_percent(f0):
     estimate = sm.median_f0(synthetic_voice(f0, seconds=1.0), 16000)
@@ -132,11 +135,13 @@ def test_median_f0_on_synthetic_voices_within_3_percent(f0):
     assert abs(estimate - f0) / f0 < 0.03
 
 
+@needs_librosa
 def test_pyin_is_the_first_method():
     est = sm.estimate_f0(synthetic_voice(200.0, seconds=1.0), 16000)
     assert est.method == "pyin" and est.estimates >= sm.MIN_F0_ESTIMATES
 
 
+@needs_librosa
 def test_yin_fallback_when_pyin_finds_no_voicing():
     # digital silence: pyin marks every frame unvoiced (NaN); yin still returns positive values
     silence = np.zeros(16000, dtype=np.float32)
@@ -149,6 +154,7 @@ def test_yin_fallback_when_pyin_finds_no_voicing():
     assert est.median_hz is not None and est.median_hz > 0
 
 
+@needs_librosa
 def test_no_estimate_when_both_methods_have_too_few_frames():
     short = synthetic_voice(200.0, seconds=0.01)  # one analysis frame
     est = sm.estimate_f0(short, 16000)
@@ -156,6 +162,7 @@ def test_no_estimate_when_both_methods_have_too_few_frames():
     assert sm.pitch_label(sm.median_f0(short, 16000), "male") == "normal"
 
 
+@needs_librosa
 def test_no_estimate_when_both_methods_reject_the_signal():
     broken = np.full(4000, np.nan, dtype=np.float32)
     assert sm.estimate_f0(broken, 16000) == sm.F0Estimate(None, None, 0)
@@ -188,6 +195,7 @@ def test_unusable_word_chunks_are_ignored():
     assert sm.timestamped_words(chunks) == [(0.0, 1.0)]
 
 
+@needs_librosa
 def test_energy_fallback_without_word_timestamps():
     wave = synthetic_voice(150.0, seconds=2.0, syllables_per_second=2.0)
     duration = sm.energy_speech_duration(wave, 16000)
@@ -197,6 +205,7 @@ def test_energy_fallback_without_word_timestamps():
     assert est.units_per_second == pytest.approx(4 / duration)
 
 
+@needs_librosa
 def test_no_rate_without_transcript_units():
     wave = synthetic_voice(150.0, seconds=1.0)
     est = sm.speaking_rate("   ", None, wave, 16000)
@@ -360,6 +369,7 @@ def test_metadata_accuracy_and_exact_match_need_all_four_fields():
 # --- audio loading -------------------------------------------------------------------------
 
 
+@needs_librosa
 def test_load_speech_resamples_to_16k_mono_and_trims(tmp_path):
     sr = 22050
     voice = synthetic_voice(180.0, seconds=1.0, sample_rate=sr)
@@ -375,6 +385,7 @@ def test_load_speech_resamples_to_16k_mono_and_trims(tmp_path):
     assert sm.median_f0(trimmed, 16000) == pytest.approx(180.0, rel=0.03)
 
 
+@needs_librosa
 def test_load_speech_errors_name_the_file(tmp_path):
     bad = tmp_path / "not_audio.wav"
     bad.write_text("this is not a wav file")
@@ -385,6 +396,7 @@ def test_load_speech_errors_name_the_file(tmp_path):
         sm.load_speech(empty)
 
 
+@needs_librosa
 def test_all_silent_audio_is_not_trimmed_to_nothing():
     silence = np.zeros(8000, np.float32)
     assert len(sm.trim_silence(silence)) == 8000
