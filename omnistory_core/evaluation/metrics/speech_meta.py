@@ -1,0 +1,227 @@
+"""Speech metadata accuracy (paper App. E.1 Eq. 3 and App. E.2).
+
+For each generated clip the four fields are predicted — emotion (three-recognizer ensemble), speed
+(Whisper word timestamps, energy fallback), pitch (median F0 with gender-dependent thresholds) and
+gender (audeering age/gender, windowed) — and each is scored 1.0/0.0 against the target label after
+lowercase/strip.  The per-sample accuracy, per-field accuracy and exact match are aggregations of
+these four rows (:func:`omnistory_core.evaluation.speech_metadata.metadata_accuracy`,
+:func:`~omnistory_core.evaluation.speech_metadata.exact_match`).
+
+Failure policy: a classifier that fails on an item makes *that criterion* ``None`` (its scores row
+is ``invalid``); the other criteria keep their scores and the result status stays ``ok``.  The
+status is ``invalid`` only when no criterion could be scored (e.g. an undecodable WAV).  A failed
+gender prediction leaves pitch scored with the gender-unknown thresholds (145/220 Hz), as the paper
+specifies for unavailable gender; a failed transcription leaves speed ``None``.  A reference
+without the four labels is a data error: that item's result is a ``ValueError`` naming the field.
+Failing to load any model raises from :meth:`SpeechMetaMetric.load` (``skipped: ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omnistory_core.components import EvalResult, Metric
+from omnistory_core.evaluation.metrics._common import (
+    release_torch_memory,
+    require_media,
+    resolve_device,
+)
+from omnistory_core.evaluation.metrics.age_gender import PAPER_MODEL as GENDER_MODEL
+from omnistory_core.evaluation.metrics.age_gender import AgeGenderClassifier
+from omnistory_core.evaluation.metrics.asr import PAPER_MODEL as WHISPER_MODEL
+from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps
+from omnistory_core.evaluation.metrics.emotion import PAPER_MEMBERS, EmotionEnsemble
+from omnistory_core.evaluation.speech_metadata import (
+    FIELDS,
+    SAMPLE_RATE,
+    Thresholds,
+    estimate_f0,
+    field_matches,
+    load_speech,
+    pitch_label,
+    speaking_rate,
+    speed_label,
+)
+
+
+def reference_labels(item: dict[str, Any]) -> dict[str, str]:
+    """The four target labels of an item; ValueError naming the missing field otherwise."""
+    ref = item.get("reference_speech")
+    if not isinstance(ref, dict):
+        raise ValueError(
+            f"reference_speech must be a dict of target labels, got {type(ref).__name__}"
+        )
+    labels = {}
+    for f in FIELDS:
+        value = ref.get(f)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"reference_speech.{f} is missing or empty (got {value!r})")
+        labels[f] = value
+    return labels
+
+
+def _per_item(call: Callable[[list[Any]], list[Any]], inputs: list[Any]) -> list[Any]:
+    """``call`` on the whole list; if it raises, item by item so one bad input stays alone."""
+    if not inputs:
+        return []
+    try:
+        out = call(inputs)
+        if len(out) != len(inputs):
+            raise RuntimeError(f"{len(out)} results for {len(inputs)} inputs")
+        return out
+    except Exception:
+        if len(inputs) == 1:
+            raise
+    results: list[Any] = []
+    for x in inputs:
+        try:
+            results.append(call([x])[0])
+        except Exception as exc:
+            results.append(exc)
+    return results
+
+
+def _safe(call: Callable[[list[Any]], list[Any]], inputs: list[Any]) -> list[Any]:
+    try:
+        return _per_item(call, inputs)
+    except Exception as exc:
+        return [exc] * len(inputs)
+
+
+def _err(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SpeechMetaMetric(Metric):
+    """``speech_meta``: emotion/speed/pitch/gender of the generated speech vs the target labels.
+
+    Parameters (defaults = the paper): ``whisper_model``, ``gender_model``, ``emotion_models``
+    (backend -> checkpoint, in ensemble order: speechbrain, hubert, emotion2vec),
+    ``calibration`` (path to a thresholds JSON, None = paper thresholds), ``language`` (Whisper
+    language hint, None = detect), ``asr_num_beams`` (None = the transformers pipeline default,
+    recorded in the detail; see :mod:`~omnistory_core.evaluation.metrics.asr`),
+    ``speechbrain_log_scores`` ("auto" exponentiates SpeechBrain's
+    log posteriors; "never" clips negatives like the public harness).  Runtime only: ``device``,
+    ``emotion_python`` (backend -> interpreter of another environment that runs that recognizer),
+    ``worker_dir``, ``asr_batch_size``, ``batch_size``.
+    """
+
+    name = "speech_meta"
+    version = "1"
+    track = "speech"
+    criteria = FIELDS
+    reads = ("candidate_speech", "reference_speech")
+    runtime_params = ("device", "emotion_python", "worker_dir", "asr_batch_size")
+    default_batch_size = 16
+    description = "speech metadata accuracy: Whisper/pyin/audeering/3-model emotion ensemble"
+
+    def __init__(self, **params: Any):
+        params.setdefault("whisper_model", WHISPER_MODEL)
+        params.setdefault("gender_model", GENDER_MODEL)
+        params.setdefault("emotion_models", dict(PAPER_MEMBERS))
+        params.setdefault("calibration", None)
+        params.setdefault("language", None)
+        params.setdefault("speechbrain_log_scores", "auto")
+        params.setdefault("asr_num_beams", None)
+        super().__init__(**params)
+        calibration = self.params["calibration"]
+        self.thresholds = Thresholds.from_json(calibration) if calibration else Thresholds()
+        self._asr: WhisperWordTimestamps | None = None
+        self._gender: AgeGenderClassifier | None = None
+        self._emotion: EmotionEnsemble | None = None
+
+    @classmethod
+    def checkpoints(cls, params: dict[str, Any]) -> list[str]:
+        members = params.get("emotion_models") or PAPER_MEMBERS
+        return [params.get("whisper_model") or WHISPER_MODEL,
+                params.get("gender_model") or GENDER_MODEL, *members.values()]
+
+    def output_params(self) -> dict[str, Any]:
+        # the thresholds, not the calibration file's path, decide the labels
+        out = super().output_params()
+        out.pop("calibration", None)
+        out["thresholds"] = self.thresholds.to_dict()
+        return out
+
+    def load(self) -> None:
+        p = self.params
+        device = resolve_device(p.get("device"))
+        asr = WhisperWordTimestamps(p["whisper_model"], device, int(p.get("asr_batch_size") or 8),
+                                    p["language"], num_beams=p["asr_num_beams"])
+        gender = AgeGenderClassifier(p["gender_model"], device)
+        emotion = EmotionEnsemble(dict(p["emotion_models"]), device, p.get("emotion_python"),
+                                  p["speechbrain_log_scores"], p.get("worker_dir"))
+        asr.load()
+        gender.load()
+        emotion.start()
+        self._asr, self._gender, self._emotion = asr, gender, emotion
+
+    def unload(self) -> None:
+        if self._emotion is not None:
+            self._emotion.close()
+        self._asr = self._gender = self._emotion = None
+        release_torch_memory()
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult | Exception]:
+        assert self._asr and self._gender and self._emotion, "load() first"
+        results: list[EvalResult | Exception | None] = [None] * len(items)
+        refs: dict[int, dict[str, str]] = {}
+        audio: dict[int, tuple[Any, Any]] = {}
+        for n, item in enumerate(items):
+            try:
+                refs[n] = reference_labels(item)
+                media = require_media(item, "candidate_speech")
+            except ValueError as exc:
+                results[n] = exc
+                continue
+            try:
+                audio[n] = load_speech(media.path)
+            except ValueError as exc:
+                results[n] = EvalResult(scores=dict.fromkeys(FIELDS), status="invalid",
+                                        detail={"error": str(exc)})
+        order = sorted(audio)
+        full = [audio[n][0] for n in order]
+        trimmed = [audio[n][1] for n in order]
+        transcripts = _safe(self._asr.transcribe, full)
+        genders = _safe(self._gender.predict, trimmed)
+        emotions = _safe(self._emotion.predict, trimmed)
+        for k, n in enumerate(order):
+            results[n] = self._score(refs[n], trimmed[k], transcripts[k], genders[k], emotions[k])
+        return results  # type: ignore[return-value]
+
+    def _score(self, ref: dict[str, str], wave: Any, transcript: Any, gender: Any,
+               emotion: Any) -> EvalResult:
+        predicted: dict[str, str | None] = dict.fromkeys(FIELDS)
+        detail: dict[str, Any] = {"errors": {}}
+        if isinstance(gender, Exception):
+            detail["errors"]["gender"] = _err(gender)
+            gender_label = None
+        else:
+            gender_label = predicted["gender"] = gender.label
+            detail["gender_probs"] = gender.probabilities
+            detail["gender_windows"] = gender.windows
+        f0 = estimate_f0(wave, SAMPLE_RATE)
+        predicted["pitch"] = pitch_label(f0.median_hz, gender_label, self.thresholds)
+        detail["median_f0_hz"], detail["f0_method"] = f0.median_hz, f0.method
+        if isinstance(transcript, Exception):
+            detail["errors"]["speed"] = _err(transcript)
+        else:
+            rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
+            predicted["speed"] = speed_label(rate.units_per_second, self.thresholds)
+            detail["transcript"] = transcript.to_detail()
+            detail["asr_num_beams"] = self._asr.effective_num_beams
+            detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
+        if isinstance(emotion, Exception):
+            detail["errors"]["emotion"] = _err(emotion)
+        else:
+            predicted["emotion"] = emotion.label
+            detail["emotion_probs"] = emotion.probabilities
+            detail["emotion_members"] = emotion.members
+        detail["predicted"] = predicted
+        if not detail["errors"]:
+            del detail["errors"]
+        matches = field_matches(predicted, ref)
+        scores = {f: matches.get(f) for f in FIELDS}
+        status = "ok" if any(v is not None for v in scores.values()) else "invalid"
+        return EvalResult(scores=scores, status=status, detail=detail)
