@@ -1,0 +1,1 @@
+"""DreamSim (Fu et al., 2023) as an optional omnistory metric: ``metric=dreamsim``."""
