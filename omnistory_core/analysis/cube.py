@@ -25,6 +25,7 @@ import pandas as pd
 from omnistory_core.analysis.frame import category_codes, check_unique_keys, column_values
 
 MODALITY_TRACKS: tuple[str, ...] = ("text", "image", "speech")
+RUBRIC_SIZE = 4
 JUDGE_TRACKS: tuple[str, ...] = ("text", "image", "speech", "omni")
 METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     # evaluator: (track, criteria that must all be ok for the example to be valid)
@@ -152,43 +153,48 @@ def _assign_cells(frame: pd.DataFrame, source: str) -> tuple[list[Cell], np.ndar
     criteria_by_track = {
         str(track): tuple(sorted(crit)) for track, crit in pairs.groupby("track")["criterion"]
     }
+    for track, criteria in criteria_by_track.items():
+        # Validity needs every criterion of the track; a stray key would void every example.
+        if len(criteria) > RUBRIC_SIZE:
+            raise ValueError(
+                f"{source}: judge track {track!r} has {len(criteria)} distinct criteria "
+                f"{list(criteria)}; a track has {RUBRIC_SIZE} rubric criteria (Appendix E.5)"
+            )
 
-    cells: list[Cell] = []
-    metric_cells: dict[str, int] = {}
-    judge_order: list[tuple[str, str, int]] = []
-    for gid in sorted(group_keys):
+    metric_groups: list[tuple[str, int]] = []
+    judge_groups: list[tuple[str, str, int]] = []
+    for gid in first.to_numpy():  # in order of first appearance in the table
         kind, track, evaluator = group_keys[gid]
-        if kind == "metric":
-            if evaluator not in METRICS:
-                continue
-            expected_track, criteria = METRICS[evaluator]
+        if kind == "judge":
+            judge_groups.append((track, evaluator, gid))
+        elif evaluator in METRICS:
+            expected_track = METRICS[evaluator][0]
             if track != expected_track:
                 raise ValueError(
                     f"{source}: metric {evaluator!r} rows must have track {expected_track!r}, "
                     f"found a row with track {track!r}"
                 )
-            if evaluator not in metric_cells:
-                metric_cells[evaluator] = -1
-            judge_order.append(("metric", evaluator, gid))
-        else:
-            judge_order.append((track, evaluator, gid))
+            metric_groups.append((evaluator, gid))
 
     # Metrics first in paper order, then judges by track (paper order), first appearance within.
-    for evaluator in METRICS:
-        if evaluator in metric_cells:
-            track, criteria = METRICS[evaluator]
-            metric_cells[evaluator] = len(cells)
+    cells: list[Cell] = []
+    cell_of: dict[tuple[str, str], int] = {}
+    present_metrics = {evaluator for evaluator, _ in metric_groups}
+    for evaluator, (track, criteria) in METRICS.items():
+        if evaluator in present_metrics:
+            cell_of[("metric", evaluator)] = len(cells)
             cells.append(Cell("metric", track, evaluator, criteria))
-    judge_cells: dict[tuple[str, str], int] = {}
     for track in JUDGE_TRACKS:
-        for t, evaluator, _gid in judge_order:
-            if t == track and (track, evaluator) not in judge_cells:
-                judge_cells[(track, evaluator)] = len(cells)
+        for t, evaluator, _gid in judge_groups:
+            if t == track and (track, evaluator) not in cell_of:
+                cell_of[(track, evaluator)] = len(cells)
                 cells.append(Cell("judge", track, evaluator, criteria_by_track[track]))
 
     gid_to_cell = np.full(max(group_keys) + 1, -1, dtype=np.int64)
-    for t, evaluator, gid in judge_order:
-        gid_to_cell[gid] = metric_cells[evaluator] if t == "metric" else judge_cells[(t, evaluator)]
+    for evaluator, gid in metric_groups:
+        gid_to_cell[gid] = cell_of[("metric", evaluator)]
+    for track, evaluator, gid in judge_groups:
+        gid_to_cell[gid] = cell_of[(track, evaluator)]
     row_cell = gid_to_cell[group]
 
     # Metric rows count only for the metric's own criteria (f1, cosine, the four speech fields).

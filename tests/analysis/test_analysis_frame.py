@@ -144,3 +144,18 @@ def test_bad_parquet_row_is_named(tmp_path):
     bad.to_parquet(tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match=r"bad\.parquet: row 1: .*status must be one of"):
         load_scores_frame(tmp_path / "bad.parquet")
+
+
+def test_judges_keep_first_appearance_order():
+    groups = [judge("s", "e", "text", name, [5, 5, 5, 5]) for name in ("zeta", "alpha", "mid")]
+    _, cube = cube_of(groups)
+    assert [cube.cells[k].evaluator for k in cube.judge_indices("text")] == ["zeta", "alpha", "mid"]
+
+
+def test_a_fifth_criterion_in_a_track_is_an_error():
+    rows = [
+        judge("s", "e", "text", "j", [5, 5, 5, 5]),
+        judge("s", "e", "text", "k", [5, 5, 5, 5], criteria=("c1", "c2", "c3", "typo")),
+    ]
+    with pytest.raises(ValueError, match="track 'text' has 5 distinct criteria"):
+        cube_of(rows)
