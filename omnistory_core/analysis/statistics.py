@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from omnistory_core.analysis import agreement, bootstrap, bottleneck, correlations, sensitivity
-from omnistory_core.analysis.cube import ScoreCube, select_systems
+from omnistory_core.analysis.cube import METRICS, ScoreCube, select_systems
 from omnistory_core.analysis.leaderboard import (
     criterion_scores,
     judge_coverage,
@@ -44,6 +44,20 @@ class StatisticsOptions:
     alpha: float = 0.05
     tercile: float = 1.0 / 3.0
     panels: Mapping[str, Mapping[str, str]] | None = field(default=None)
+
+
+def supplementary_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per system, metric and criterion outside the seven components: mean over ok rows."""
+    rows = frame[(frame["kind"] == "metric") & ~frame["evaluator"].isin(list(METRICS))]
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows.astype({c: str for c in ("system", "evaluator", "criterion", "status")})
+    ok = rows[rows["status"] == "ok"]
+    keys = ["system", "evaluator", "criterion"]
+    table = rows.groupby(keys).size().rename("n_rows").to_frame()
+    table["n_valid"] = ok.groupby(keys).size()
+    table["valid_mean"] = ok.groupby(keys)["score"].mean()
+    return table.fillna({"n_valid": 0}).astype({"n_valid": "int64"}).reset_index()
 
 
 def _skip(title: str, why: str) -> StatTable:
@@ -80,6 +94,12 @@ def compute_statistics(
                 f"Valid-only {track}-judge scores per criterion", crit.reset_index()
             )
 
+    extra = supplementary_metrics(frame)
+    if not extra.empty:
+        out["supplementary_metrics"] = StatTable(
+            "Supplementary metrics outside Total Average (e.g. DreamSim), valid-only means",
+            extra,
+        )
     if lengths is not None and not lengths.empty:
         out["length_per_system"] = StatTable(
             "Generated narration length (Unicode characters after trimming)",

@@ -98,3 +98,24 @@ def test_excluded_systems_stay_only_in_descriptive_tables():
     assert stats["bottleneck_valid"].note.endswith("Oracle systems left out: sys02.")
     assert "sys02" not in set(stats["weights_dirichlet_winners"].frame["system"])
     assert stats["judge_coverage"].note == ""
+
+
+def test_supplementary_metrics_table():
+    from analysis_helpers import bert, cube_of
+
+    from omnistory_core.evaluation.scores import ScoreRow
+
+    rows = [
+        bert("a", "e1", 0.8),
+        bert("a", "e2", 0.9),
+        [
+            ScoreRow("a", "e1", "metric", "image", "dreamsim", "distance", 0.2, "ok"),
+            ScoreRow("a", "e2", "metric", "image", "dreamsim", "distance", 0.4, "ok"),
+            ScoreRow("a", "e3", "metric", "image", "dreamsim", "distance", None, "missing_output"),
+        ],
+    ]
+    frame, cube = cube_of(rows)
+    stats = compute_statistics(frame, cube, leaderboard(cube), options=OPTIONS)
+    table = stats["supplementary_metrics"].frame.iloc[0]
+    assert (table["evaluator"], table["n_rows"], table["n_valid"]) == ("dreamsim", 3, 2)
+    assert abs(table["valid_mean"] - 0.3) < 1e-12
