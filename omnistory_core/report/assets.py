@@ -33,7 +33,9 @@ figcaption { color: var(--muted); font-size: 12px; }
 .example-input { display: grid; grid-template-columns: repeat(2, minmax(260px, 1fr)); gap: 18px; }
 .panel { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; }
 .panel img, .card img { width: 100%; height: auto; display: block; background: var(--bg-soft);
-                        image-rendering: auto; }
+                        object-fit: contain; }
+.panel img { max-height: 420px; } .card img { max-height: 340px; }
+.scroll { overflow-x: auto; max-width: 100%; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: 14px; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; }
 .card.oracle { border: 2px solid var(--oracle); }

@@ -143,8 +143,8 @@ def _frame_table(frame: pd.DataFrame, digits: int = 4) -> str:
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
-        f'<table class="sortable"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -489,7 +489,8 @@ def _system_page(
         }
         head += _kv(manifest)
     if not lb_row.empty:
-        head += "<h3>Scores</h3>" + _frame_table(lb_row.drop(columns=["system"]))
+        scores = _frame_table(lb_row.drop(columns=["system"]))
+        head += f"<h3>Scores</h3>{scores}"
     e_index = {x: i for i, x in enumerate(cube.examples)}
     rows = []
     for entry in entries:
@@ -577,8 +578,8 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
         )
     return (
         _controls("#leaderboard", oracle=True, label="systems")
-        + f'<table class="sortable" id="leaderboard"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        + f'<div class="scroll"><table class="sortable" id="leaderboard"><thead><tr>{head}</tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
