@@ -109,11 +109,16 @@ def component_manifest(component, registry) -> dict[str, Any]:
     }
 
 
-def sum_usage(plans) -> dict[str, float]:
+def sum_usage(plans, computed: set[str] | None = None) -> dict[str, float]:
+    """Sum numeric usage over distinct planner calls (optionally only those computed now)."""
     total: dict[str, float] = {}
+    seen: set[str] = set()
     for outcome in plans.values():
+        if outcome.key in seen or (computed is not None and outcome.key not in computed):
+            continue
+        seen.add(outcome.key)
         for k, v in (outcome.usage or {}).items():
-            if isinstance(v, int | float):
+            if isinstance(v, int | float) and not isinstance(v, bool):
                 total[k] = total.get(k, 0) + v
     return total
 
@@ -196,7 +201,11 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         "n_examples": len(examples),
         "missing": missing,
         "narration_chars": narration_lengths(result),
+        # usage behind this job's outputs (cached or not) and what this run actually spent
         "usage": {"planner": sum_usage(result.plans)},
+        "usage_this_run": {
+            "planner": sum_usage(result.plans, result.stats[components["planner"].key()].computed)
+        },
         "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
         "config": plain_cfg,
         "plugins": {

@@ -113,7 +113,7 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
         for hook_impl in impl.get_hookimpls():
             if hook_impl.plugin_name != plugin_name:
                 continue
-            registered: list[str] = []
+            registered: list[tuple[str, str]] = []
             if hook_name in COMPONENT_HOOKS:
                 kind = COMPONENT_HOOKS[hook_name]
 
@@ -135,27 +135,26 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
                         return
                     registry.components[key] = cls
                     registry.origins[key] = plugin_name
-                    _acc.append(f"{_kind}/{cls.name}")
+                    _acc.append((_kind, cls.name))
 
             elif hook_name == "register_datasets":
 
                 def register(name: str, loader: Callable[..., Any], _acc=registered) -> None:
                     registry.datasets.setdefault(name, loader)
-                    _acc.append(f"dataset/{name}")
+                    _acc.append(("dataset", name))
 
             elif hook_name == "register_config_paths":
 
                 def register(path: str, _acc=registered) -> None:
                     if path not in registry.config_paths:
                         registry.config_paths.append(path)
-                    _acc.append(f"conf:{path}")
+                    _acc.append(("config", path))
 
             else:  # pragma: no cover - pluggy rejects unknown hooks in check_pending
                 continue
             hook_impl.function(register=register)
-            for entry in registered:
-                kind = entry.split("/", 1)[0] if "/" in entry else "conf"
-                info.registers.setdefault(kind, []).append(entry.split("/", 1)[-1])
+            for kind, entry in registered:
+                info.registers.setdefault(kind, []).append(entry)
 
 
 def _register_plugin(

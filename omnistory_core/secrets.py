@@ -11,8 +11,10 @@ import os
 import re
 from typing import Any
 
+# "token" only as the last word of a name (hf_token, access_token), not max_tokens / input_tokens.
 SECRET_KEY = re.compile(
-    r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.IGNORECASE
+    r"(api[_-]?key|secret|password|passwd|authorization|credential|(^|[_-])token$)",
+    re.IGNORECASE,
 )
 REDACTED = "***REDACTED***"
 _MIN_SECRET_LEN = 6

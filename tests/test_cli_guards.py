@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from omnistory_testing import run_cli
 
 from omnistory_core.data import demo_root
 

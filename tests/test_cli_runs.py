@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import load_json, run_cli
+from omnistory_testing import load_json, run_cli
 
 from omnistory_core.data import load_demo
 

@@ -30,6 +30,8 @@ log = logging.getLogger("omnistory")
 STAGES: tuple[str, ...] = ("planner", "image", "tts")
 #: which output modality a stage produces
 STAGE_MODALITY = {"image": "image", "tts": "speech"}
+#: component kinds that generate outputs (and must never see the reference unless oracle)
+GENERATION_KINDS = ("planner", "image", "tts", "backbone")
 #: config keys that describe how a component runs rather than what it is
 RESERVED_KEYS = {"name", "runner"}
 
@@ -70,8 +72,9 @@ def build_component(
             f"{kind}={cls.name} is an oracle component: it reads the reference answer and exists"
             " only to validate metrics. Enable it explicitly with allow_oracle=true."
         )
+    # Evaluators read the reference by design; generation components only when declared oracle.
     forbidden = [r for r in cls.reads if r in REFERENCE_INPUTS and not cls.oracle]
-    if forbidden:
+    if forbidden and kind in GENERATION_KINDS:
         raise ConfigError(f"{cls.key()} reads {forbidden} but is not declared oracle")
     params = {k: v for k, v in spec.items() if k not in RESERVED_KEYS}
     params.setdefault("seed", seed)

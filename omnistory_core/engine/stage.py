@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omnistory_core.components import Audio, Component, ComponentError, EvalResult, PlannerResponse
@@ -20,9 +20,12 @@ class ComponentStats:
     cache_hits: int = 0
     failures: int = 0
     loads: int = 0
+    #: keys this process computed (not serialized): lets reports tell spend from cache hits
+    computed: set[str] = field(default_factory=set, repr=False)
 
     def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {"calls": self.calls, "cache_hits": self.cache_hits, "failures": self.failures,
+                "loads": self.loads}
 
 
 class LazyComponent:
@@ -122,6 +125,14 @@ def _wav_bytes(audio: Audio) -> bytes:
     return buf.getvalue()
 
 
+def is_failure(record: CallRecord) -> bool:
+    """A failed call, including evaluator results kept for audit whose inference failed."""
+    if record.status != "ok":
+        return True
+    detail = record.output.get("detail") or {}
+    return isinstance(detail, dict) and detail.get("inference_status") == "error"
+
+
 def item_key(component: Component, inputs: dict[str, Any]) -> str:
     return call_key(component.key(), component.version, component.output_params(), inputs)
 
@@ -155,13 +166,14 @@ def run_stage(
         inputs_by_key.setdefault(key, item.inputs or {})
 
     def usable(record: CallRecord | None) -> bool:
-        return record is not None and (record.status == "ok" or not retry_failures)
+        return record is not None and (not retry_failures or not is_failure(record))
 
     def finish(key: str, record: CallRecord, computed: bool) -> None:
         for n, index in enumerate(keyed[key]):
             results[index] = record
             if computed and n == 0:
                 stats.calls += 1
+                stats.computed.add(key)
             else:
                 stats.cache_hits += 1
             if record.status != "ok":

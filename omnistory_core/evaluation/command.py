@@ -39,13 +39,25 @@ def evaluator_config(kind: str, name: str, overrides: list[str]) -> dict[str, An
     return data  # type: ignore[return-value]
 
 
+def expand_panels(kind: str, names: list[str]) -> list[str]:
+    """Replace panel configs (a yaml holding ``judges: [ids]``, e.g. ``panel_a`` or ``all``) by
+    their members, keeping order and dropping repeats."""
+    out: list[str] = []
+    for name in names:
+        members = evaluator_config(kind, name, []).get("judges")
+        for member in members if isinstance(members, list) else [name]:
+            if member not in out:
+                out.append(str(member))
+    return out
+
+
 def build_evaluators(metrics: list[str], judges: list[str], overrides: list[str]):
     from omnistory_core.engine.job import build_component
     from omnistory_core.plugins import load_plugins
 
     registry = load_plugins()
     out = []
-    for kind, names in (("metric", metrics), ("judge", judges)):
+    for kind, names in (("metric", metrics), ("judge", expand_panels("judge", judges))):
         for name in names:
             spec = evaluator_config(kind, name, overrides)
             spec.setdefault("name", name)
@@ -111,7 +123,8 @@ def main(argv: list[str]) -> int:
         default=",".join(DEFAULT_METRICS),
         help="comma-separated metric names ('' for none)",
     )
-    parser.add_argument("--judges", default="", help="comma-separated judge ids")
+    parser.add_argument("--judges", default="", help="comma-separated judge ids or panels "
+                        "(panel_a, panel_b, panel_c, all)")
     parser.add_argument(
         "--set",
         dest="overrides",

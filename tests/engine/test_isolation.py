@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from omnistory_testing import run_cli
 
 from omnistory_core.engine.isolation import IsolatedComponent
 from omnistory_core.engine.job import build_component
