@@ -1,0 +1,3 @@
+"""omnistory plugin: the AMD Nitro-T-1.2B image expert ``nitro``."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,214 @@
+"""AMD Nitro-T-1.2B image expert (``image=nitro``): text -> image.
+
+Nitro-T ships its own pipeline and transformer code in the checkpoint (``pipeline.py``,
+``transformer/transformer.py``), loaded by diffusers with ``trust_remote_code=True``; its text
+encoder is Llama-3.2-1B (gated), loaded separately with ``AutoModelForCausalLM`` and handed to the
+pipeline, as the model card does.  Generation follows the card's call
+``pipe(prompt, height, width, num_inference_steps, guidance_scale, generator)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from omnistory_core.components import ComponentError, ImageExpert
+from omnistory_core.contract import Failure
+from omnistory_nitro.common import (
+    SettingsError,
+    arrays_to_images,
+    boolean,
+    call_with_fallback,
+    check_params,
+    chunked,
+    item_seed,
+    parse_settings,
+    release_cuda_memory,
+    resolve_device,
+    resolve_dtype,
+    setting,
+)
+
+#: pip requirements of a Nitro-T environment.  The model card asks for diffusers >= 0.34; the code
+#: is tested (on a stand-in pipeline, see README) with diffusers 0.42.1 and transformers 5.24.
+NITRO_REQUIREMENTS: tuple[str, ...] = (
+    "torch>=2.5",
+    "diffusers>=0.42.1,<0.43",
+    "transformers>=5.0,<6",
+    "accelerate>=1.0",
+    "safetensors>=0.4",
+)
+
+#: Nitro-T's DC-AE compresses 32x; sizes off this grid cannot be encoded
+NITRO_SIZE_MULTIPLE = 32
+
+
+@dataclass
+class Job:
+    index: int
+    prompt: str
+    seed: int
+
+
+def describe_load_error(exc: BaseException) -> str:
+    """A hint for the usual reasons loading Nitro-T fails (gated repos, remote code, no network)."""
+    text = f"{type(exc).__name__}: {exc}"
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    lowered = text.lower()
+    if "GatedRepoError" in names or "gated" in lowered or "401" in lowered:
+        return (text + " -- the checkpoint is gated: accept its licence on the hub and provide "
+                "HF_TOKEN (meta-llama/Llama-3.2-1B is gated too)")
+    if "trust_remote_code" in lowered or "remote code" in lowered:
+        return text + " -- Nitro-T's pipeline is code in the checkpoint: set trust_remote_code=true"
+    if "LocalEntryNotFoundError" in names or "offline" in lowered:
+        return text + " -- not in the local cache and the hub cannot be reached (HF_HUB_OFFLINE?)"
+    return text
+
+
+class NitroT(ImageExpert):
+    """AMD Nitro-T-1.2B (1024 px MMDiT, DC-AE, Llama-3.2-1B text encoder), text -> image."""
+
+    name = "nitro"
+    version = "1"
+    reads = ("image_prompt",)
+    runtime_params = ("device",)
+    # one prompt per call, exactly as the model card calls it; whether the remote pipeline takes a
+    # list of prompts with one generator each is not verified (batch_size > 1 tries it)
+    default_batch_size = 1
+    description = "AMD Nitro-T-1.2B text-to-image (remote pipeline code, Llama-3.2-1B encoder)"
+    requirements: ClassVar[tuple[str, ...]] = NITRO_REQUIREMENTS
+    defaults: ClassVar[dict[str, Any]] = {
+        "model": "amd/Nitro-T-1.2B",
+        "revision": None,
+        "text_encoder": "meta-llama/Llama-3.2-1B",
+        "text_encoder_revision": None,
+        "steps": 20,
+        "guidance_scale": 4.0,  # classifier-free guidance
+        "height": 1024,
+        "width": 1024,
+        "dtype": "auto",
+        "device": "auto",
+        "trust_remote_code": True,
+    }
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        owner = f"image={self.name}"
+        try:
+            check_params(owner, params, self.defaults)
+            self.settings = parse_settings(owner, params, self.defaults,
+                                           size_multiple=NITRO_SIZE_MULTIPLE)
+            text_encoder = setting(params, self.defaults, "text_encoder")
+            if not isinstance(text_encoder, str) or not text_encoder.strip():
+                raise SettingsError(f"{owner}: text_encoder must be a checkpoint id or a local "
+                                    f"path, got {text_encoder!r}")
+            self.text_encoder = text_encoder
+            self.text_encoder_revision = params.get("text_encoder_revision")
+            self.trust_remote_code = boolean(
+                owner, "trust_remote_code", setting(params, self.defaults, "trust_remote_code")
+            )
+        except SettingsError as exc:
+            from omnistory_core.engine.job import ConfigError
+
+            raise ConfigError(str(exc)) from None
+        self.pipe: Any = None
+        self.device: str | None = None
+
+    def output_params(self) -> dict[str, Any]:
+        # diffusers runs the scheduler and image processing around the remote code
+        from importlib.metadata import PackageNotFoundError, version
+
+        params = super().output_params()
+        try:
+            params["diffusers"] = version("diffusers")
+        except PackageNotFoundError:
+            params["diffusers"] = "not installed"
+        return params
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load Llama-3.2-1B, then the Nitro-T pipeline (remote code) with it as text encoder."""
+        from diffusers import DiffusionPipeline
+        from transformers import AutoModelForCausalLM
+
+        device = resolve_device(self.settings.device)
+        dtype = resolve_dtype(self.settings.dtype, device)
+        try:
+            text_encoder = AutoModelForCausalLM.from_pretrained(
+                self.text_encoder, dtype=dtype,
+                **({"revision": self.text_encoder_revision} if self.text_encoder_revision else {}),
+            )
+        except Exception as exc:
+            raise ComponentError(f"image={self.name}: cannot load the text encoder "
+                                 f"{self.text_encoder!r}: {describe_load_error(exc)}") from exc
+        kwargs: dict[str, Any] = {"text_encoder": text_encoder, "dtype": dtype,
+                                  "trust_remote_code": self.trust_remote_code}
+        if self.settings.revision:
+            kwargs["revision"] = self.settings.revision
+        try:
+            pipe = DiffusionPipeline.from_pretrained(self.settings.model, **kwargs)
+        except Exception as exc:
+            raise ComponentError(f"image={self.name}: cannot load {self.settings.model!r}: "
+                                 f"{describe_load_error(exc)}") from exc
+        pipe.to(device)
+        if hasattr(pipe, "set_progress_bar_config"):
+            pipe.set_progress_bar_config(disable=True)
+        self.pipe, self.device = pipe, device
+
+    def unload(self) -> None:
+        self.pipe = None
+        release_cuda_memory()
+
+    # -- calls -----------------------------------------------------------------------------
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        """Up to ``batch_size`` prompts per pipeline call; failures are per item (see FLUX)."""
+        if self.pipe is None:
+            self.load()
+        results: list[Any] = [None] * len(items)
+        jobs: list[Job] = []
+        for index, item in enumerate(items):
+            prompt = item.get("image_prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                results[index] = Failure("unusable_image_prompt", "the image prompt is empty")
+                continue
+            jobs.append(Job(index, prompt, item_seed(self.settings.seed, prompt)))
+        for batch in chunked(jobs, self.batch_size):
+            outputs = call_with_fallback(self._generate, batch, self._after_error)
+            for job, output in zip(batch, outputs, strict=True):
+                results[job.index] = output
+        return results
+
+    def _generate(self, batch: list[Job]) -> list[Any]:
+        import torch
+
+        # on the pipeline's device, like the model card: remote code may draw its noise there
+        generators = [torch.Generator(self.device).manual_seed(job.seed) for job in batch]
+        single = len(batch) == 1
+        s = self.settings
+        with torch.inference_mode():
+            output = self.pipe(
+                prompt=batch[0].prompt if single else [job.prompt for job in batch],
+                height=s.height,
+                width=s.width,
+                num_inference_steps=s.steps,
+                guidance_scale=s.guidance_scale,
+                generator=generators[0] if single else generators,
+            )
+        images = output.images if hasattr(output, "images") else output[0]
+        return to_images(images)
+
+    def _after_error(self, exc: BaseException) -> None:
+        if self.device and self.device.startswith("cuda"):
+            release_cuda_memory()
+
+
+def to_images(images: Any) -> list[Any]:
+    """The pipeline's ``images`` (PIL list, numpy array or tensor) -> PIL images or failures."""
+    if isinstance(images, list | tuple) and all(hasattr(im, "convert") for im in images):
+        return [im.convert("RGB") for im in images]
+    if hasattr(images, "detach"):  # a tensor in [0, 1], (N, C, H, W)
+        images = images.detach().float().cpu().permute(0, 2, 3, 1).numpy()
+    return arrays_to_images(images)
+
+
+IMAGE_EXPERTS = (NitroT,)

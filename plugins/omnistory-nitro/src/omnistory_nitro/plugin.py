@@ -1,0 +1,18 @@
+"""The plugin module named by the ``omnistory`` entry point: registers ``image=nitro`` and the
+config directory holding its yaml.  Imports no torch."""
+
+from __future__ import annotations
+
+from omnistory_core.hookspecs import hookimpl
+from omnistory_nitro.expert import IMAGE_EXPERTS
+
+
+@hookimpl
+def register_image_experts(register):
+    for expert in IMAGE_EXPERTS:
+        register(expert)
+
+
+@hookimpl
+def register_config_paths(register):
+    register("pkg://omnistory_nitro.conf")
