@@ -175,3 +175,22 @@ def test_loading_a_missing_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(ComponentError, match="cannot load .*nowhere.* with diffusers.FluxPipeline"):
         expert.load()
 
+
+
+@pytest.mark.weights
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", [FluxDev, FluxKontext])
+def test_real_checkpoints_on_gpu(cls, page):
+    """The real gated checkpoints at their defaults (1024x1024, 28 steps, bf16)."""
+    import os
+
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not os.environ.get("HF_TOKEN"):
+        pytest.skip("needs a CUDA GPU (about 35 GB), hub access and HF_TOKEN (gated checkpoints)")
+    expert = cls(seed=0)
+    expert.load()
+    item = {"image_prompt": "a fox reading a book under a tree, storybook illustration",
+            "current_image": page("real", (768, 512), 0)}
+    (image,) = expert.run_batch([{k: item[k] for k in cls.reads}])
+    expert.unload()
+    assert image.size == (1024, 1024) and float(pixels(image).std()) > 10.0
