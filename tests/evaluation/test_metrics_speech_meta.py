@@ -4,8 +4,11 @@ Built small here: Whisper (word timestamps through the ASR pipeline), the audeer
 architecture (custom heads), superb's HuBERT emotion classifier.  SpeechBrain's foreign_class
 checkpoint and funasr's emotion2vec cannot be built small in this environment (SpeechBrain needs
 torchaudio, which does not import beside this torch build; emotion2vec needs funasr's model zoo),
-so their output parsing is tested on their documented output shapes and their isolation route
-(the worker process) is exercised with the HuBERT backend.
+so here their output parsing is tested on their documented output shapes and the isolation route
+(the worker process) with the HuBERT backend.  With an interpreter that has speechbrain and funasr
+(``OMNISTORY_SPEECH_PYTHON``, default ``.venvs/speech/bin/python``), the last test also runs both
+through their real loaders (``foreign_class``, ``funasr.AutoModel``) on local stand-ins built in
+that interpreter, as workers of the full three-member ensemble.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -441,3 +447,46 @@ def test_detail_numbers_are_finite_or_none(batch_results):
         for key in ("median_f0_hz", "units_per_second"):
             value = res.detail[key]
             assert value is None or math.isfinite(value)
+
+
+# --- the full paper ensemble through isolated workers (needs a SpeechBrain + funasr python) ---
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEECH_PYTHON = os.environ.get("OMNISTORY_SPEECH_PYTHON") or str(ROOT / ".venvs/speech/bin/python")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(SPEECH_PYTHON).exists(),
+                    reason="no interpreter with speechbrain+funasr (set OMNISTORY_SPEECH_PYTHON)")
+def test_three_member_ensemble_with_speechbrain_and_emotion2vec_workers(models, wavs, tmp_path):
+    build = subprocess.run(
+        [SPEECH_PYTHON, "-c",
+         "import sys; from omnistory_core.evaluation.metrics import testing as t;"
+         "t.build_speechbrain_iemocap_standin(sys.argv[1]); t.build_tiny_emotion2vec(sys.argv[2])",
+         str(tmp_path / "sb"), str(tmp_path / "e2v")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    members = {"speechbrain": str(tmp_path / "sb"), "hubert": str(models["hubert"]),
+               "emotion2vec": str(tmp_path / "e2v")}
+    params = {**tiny_speech_meta_params(models), "emotion_models": members,
+              "emotion_python": {"speechbrain": SPEECH_PYTHON, "emotion2vec": SPEECH_PYTHON}}
+    m = SpeechMetaMetric(**params)
+    m.load()
+    try:
+        results = m.run_batch([{"candidate_speech": wavs[n], "reference_speech": REF}
+                               for n in ("low_short", "high_long")])
+    finally:
+        m.unload()
+    for res in results:
+        assert res.status == "ok" and res.scores["emotion"] in (0.0, 1.0)
+        dists = res.detail["emotion_members"]
+        assert list(dists) == ["speechbrain", "hubert", "emotion2vec"]
+        for dist in dists.values():
+            assert sum(dist.values()) == pytest.approx(1.0)
+        # SpeechBrain's log posteriors were exponentiated, not clipped to a uniform distribution
+        assert max(dists["speechbrain"].values()) > 0.25 + 1e-6
+        mean = {k: sum(d[k] for d in dists.values()) / 3 for k in sm.CANONICAL_EMOTIONS}
+        assert res.detail["emotion_probs"] == pytest.approx(mean, abs=1e-9)
+        assert res.detail["predicted"]["emotion"] == sm.ensemble_emotion(list(dists.values()))[0]

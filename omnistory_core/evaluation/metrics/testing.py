@@ -183,6 +183,149 @@ def build_tiny_age_gender(directory: str | Path, seed: int = 0) -> Path:
     return d
 
 
+def build_tiny_wav2vec2(directory: str | Path, seed: int = 0) -> Path:
+    """A tiny plain ``Wav2Vec2Model`` with its feature extractor (an encoder for stand-ins)."""
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    _seed(seed)
+    Wav2Vec2Model(Wav2Vec2Config(**_tiny_wav2vec2_kwargs())).save_pretrained(d)
+    _save_extractor(d)
+    return d
+
+
+# --- stand-ins that need another environment (SpeechBrain: torchaudio; emotion2vec: funasr) ----
+
+_SPEECHBRAIN_INTERFACE = '''
+"""Stand-in of the IEMOCAP repository's custom interface (same class name and call shape)."""
+import torch
+from speechbrain.inference.interfaces import Pretrained
+
+
+class CustomEncoderWav2vec2Classifier(Pretrained):
+    MODULES_NEEDED = ["wav2vec2", "avg_pool", "output_mlp"]
+
+    def encode_batch(self, wavs, wav_lens=None):
+        if wavs.dim() == 1:
+            wavs = wavs.unsqueeze(0)
+        if wav_lens is None:
+            wav_lens = torch.ones(wavs.shape[0], device=self.device)
+        feats = self.mods.wav2vec2(wavs.to(self.device).float())
+        pooled = self.mods.avg_pool(feats, wav_lens.to(self.device))
+        return pooled.view(pooled.shape[0], -1)
+
+    def classify_batch(self, wavs, wav_lens=None):
+        out_prob = self.hparams.softmax(self.mods.output_mlp(self.encode_batch(wavs, wav_lens)))
+        score, index = torch.max(out_prob, dim=-1)
+        return out_prob, score, index, self.hparams.label_encoder.decode_torch(index)
+'''
+
+_SPEECHBRAIN_HPARAMS = """\
+# Stand-in of the IEMOCAP inference hyperparameters: same module names and label encoder,
+# tiny local wav2vec2 encoder.
+wav2vec2_hub: {encoder}
+pretrained_path: {directory}
+wav2vec2: !new:speechbrain.lobes.models.huggingface_transformers.wav2vec2.Wav2Vec2
+    source: !ref <wav2vec2_hub>
+    output_norm: True
+    freeze: True
+    save_path: wav2vec2_checkpoints
+avg_pool: !new:speechbrain.nnet.pooling.StatisticsPooling
+    return_std: False
+output_mlp: !new:speechbrain.nnet.linear.Linear
+    input_size: 16
+    n_neurons: 4
+    bias: False
+model: !new:torch.nn.ModuleList
+    - [!ref <output_mlp>]
+modules:
+    wav2vec2: !ref <wav2vec2>
+    output_mlp: !ref <output_mlp>
+    avg_pool: !ref <avg_pool>
+softmax: !new:speechbrain.nnet.activations.Softmax
+    apply_log: True
+label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        model: !ref <model>
+        label_encoder: !ref <label_encoder>
+    paths:
+        model: !ref <pretrained_path>/model.ckpt
+        label_encoder: !ref <pretrained_path>/label_encoder.txt
+"""
+
+
+def build_speechbrain_iemocap_standin(directory: str | Path, seed: int = 0) -> Path:
+    """A local SpeechBrain source laid out like ``speechbrain/emotion-recognition-wav2vec2-IEMOCAP``
+    (``hyperparams.yaml``, ``custom_interface.py`` with ``CustomEncoderWav2vec2Classifier``,
+    ``model.ckpt``, ``label_encoder.txt`` in the label order neu, ang, hap, sad) around a tiny
+    wav2vec2.  Needs speechbrain (hence torchaudio): run it in the environment that has them."""
+    import torch
+    from speechbrain.dataio.encoder import CategoricalEncoder
+    from speechbrain.nnet.linear import Linear
+
+    d = Path(directory).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    encoder = build_tiny_wav2vec2(d / "encoder", seed)
+    _seed(seed)
+    torch.save(torch.nn.ModuleList([Linear(input_size=16, n_neurons=4, bias=False)]).state_dict(),
+               d / "model.ckpt")
+    labels = CategoricalEncoder()
+    for label in ("neu", "ang", "hap", "sad"):
+        labels.add_label(label)
+    labels.save(d / "label_encoder.txt")
+    (d / "custom_interface.py").write_text(_SPEECHBRAIN_INTERFACE.lstrip(), encoding="utf-8")
+    (d / "hyperparams.yaml").write_text(
+        _SPEECHBRAIN_HPARAMS.format(encoder=encoder, directory=d), encoding="utf-8"
+    )
+    return d
+
+
+EMOTION2VEC_TOKENS = ["生气/angry", "厌恶/disgusted", "恐惧/fearful", "开心/happy", "中立/neutral",
+                      "其他/other", "难过/sad", "吃惊/surprised", "<unk>"]
+
+
+def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
+    """A local funasr model directory (``config.yaml``, ``model.pt``, ``tokens.txt``) of a tiny
+    ``Emotion2vec`` with the nine emotion2vec+ classes.  Needs funasr: run it where funasr is."""
+    import torch
+    from funasr.models.emotion2vec.model import Emotion2vec
+
+    audio = dict(
+        type="AUDIO", feature_encoder_spec="[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2",
+        extractor_mode="layer_norm", conv_pos_depth=1, conv_pos_width=4, conv_pos_groups=2,
+        conv_pos_pre_ln=False, start_drop_path_rate=0.0, end_drop_path_rate=0.0, prenet_depth=1,
+        prenet_layerdrop=0.0, prenet_dropout=0.0, decoder=None, num_extra_tokens=0,
+        init_extra_token_zero=True, use_alibi_encoder=True, learned_alibi=False,
+        alibi_max_pos=None, learned_alibi_scale=True, learned_alibi_scale_per_head=True,
+        learned_alibi_scale_per_layer=False, num_alibi_heads=2, model_depth=1,
+        local_grad_mult=1.0, alibi_scale=1.0, mask_noise_std=0.01, keep_masked_pct=0.0,
+        inverse_mask=False, mask_prob=0.0, mask_prob_min=None, mask_length=5, mask_dropout=0.0,
+        add_masks=False, mask_channel_prob=0.0, mask_channel_length=64, encoder_zero_mask=True,
+        ema_local_encoder=False, mask_prob_adjust=0.0, remove_masks=False,
+    )
+    conf = dict(
+        loss_beta=0.0, loss_scale=None, depth=1, start_drop_path_rate=0.0, end_drop_path_rate=0.0,
+        num_heads=2, norm_eps=1e-5, norm_affine=True, encoder_dropout=0.0, post_mlp_drop=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, dropout_input=0.0, layerdrop=0.0,
+        embed_dim=16, mlp_ratio=2.0, layer_norm_first=False, average_top_k_layers=1,
+        end_of_block_targets=False, clone_batch=1, normalize=True, modalities=dict(audio=audio),
+    )
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    _seed(seed)
+    model = Emotion2vec(model_conf=conf, vocab_size=len(EMOTION2VEC_TOKENS))
+    torch.save(model.state_dict(), d / "model.pt")
+    (d / "tokens.txt").write_text("\n".join(EMOTION2VEC_TOKENS) + "\n", encoding="utf-8")
+    config = {"model": "Emotion2vec", "model_conf": conf, "tokenizer": "CharTokenizer",
+              "tokenizer_conf": {"unk_symbol": "<unk>", "split_with_space": True}}
+    # JSON is valid YAML, and needs no yaml library in that environment
+    (d / "config.yaml").write_text(json.dumps(config, ensure_ascii=False, indent=1),
+                                   encoding="utf-8")
+    return d
+
+
 def build_all(directory: str | Path, seed: int = 0) -> dict[str, Path]:
     """Every stand-in under ``directory``; keys: roberta, clip, whisper, hubert, age_gender."""
     root = Path(directory)
