@@ -267,11 +267,17 @@ class SweepCallback(Callback):  # type: ignore[misc]
 
         sweep_dir = Path(config.hydra.sweep.dir)
         stats = sum_stats(job_dirs(sweep_dir))
+        failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
+        stats["failed_jobs"] = failed
         atomic_write_bytes(
             sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
         )
         log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
         finish_sweep(config, sweep_dir)
+        if failed:
+            for job in failed:
+                log.error("job %s failed: %s", job["system_id"], job["error"])
+            raise SystemExit(1)
 
 
 def finish_sweep(config: DictConfig, run_dir: Path) -> None:
@@ -315,8 +321,34 @@ def output_dir_of_current_job() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    from omnistory_core.data import DatasetError
+    from omnistory_core.engine.job import ConfigError
+    from omnistory_core.plugins import PluginError
+
+    return (ConfigError, DatasetError, PluginError)
+
+
 def task(cfg: DictConfig) -> None:
-    run(cfg, output_dir_of_current_job())
+    """Hydra task: one system.  A configuration error is one clear line, not a traceback; in a
+    sweep it is recorded in the job directory (``job_error.json``) and the other jobs go on."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from omnistory_core.engine.store import atomic_write_bytes
+
+    output_dir = output_dir_of_current_job()
+    error_file = output_dir / "job_error.json"
+    if error_file.exists():
+        error_file.unlink()
+    try:
+        run(cfg, output_dir)
+    except _user_errors() as exc:
+        print(f"omnistory: error: {cfg.system_id}: {exc}", file=sys.stderr)
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            raise SystemExit(2) from None
+        record = {"system_id": str(cfg.system_id), "error": f"{type(exc).__name__}: {exc}"}
+        atomic_write_bytes(error_file, (json.dumps(redact(record), indent=2) + "\n").encode())
 
 
 os.environ.setdefault("HYDRA_FULL_ERROR", "0")

@@ -161,3 +161,23 @@ def test_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "environment variable" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_config_error_in_one_sweep_job_is_one_line_and_others_finish(tmp_path: Path) -> None:
+    proc = run_cli("-m", "planner=template,oracle", "dataset.limit=2", "output_root=out", QUIET,
+                   cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "omnistory: error: oracle-copy-espeak:" in proc.stderr
+    assert "allow_oracle=true" in proc.stderr
+    sweep = tmp_path / "out/sweeps/demo"
+    assert (sweep / "template-copy-espeak/manifest.json").exists()
+    stats = json.loads((sweep / "sweep_stats.json").read_text())
+    assert [j["system_id"] for j in stats["failed_jobs"]] == ["oracle-copy-espeak"]
+    assert (sweep / "report/index.html").exists()
+
+
+def test_config_error_in_a_single_run_exits_2_without_traceback(tmp_path: Path) -> None:
+    proc = run_cli("image=oracle", "output_root=out", QUIET, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "allow_oracle=true" in proc.stderr
