@@ -223,6 +223,18 @@ def test_worker_with_a_missing_interpreter_is_skipped(models, tmp_path):
         ens.start()
 
 
+def test_worker_that_never_answers_times_out(tmp_path):
+    from omnistory_core.evaluation.metrics.emotion import WorkerMember
+
+    hang = tmp_path / "hang.sh"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    member = WorkerMember("hubert", "x", "cpu", str(hang), timeout_s=0.5)
+    with pytest.raises(ComponentError, match="no answer within 0.5 s"):
+        member.start()
+    assert member._proc is None  # killed and reaped
+
+
 def test_worker_protocol_reports_bad_items_and_keeps_serving(tmp_path):
     import io
 

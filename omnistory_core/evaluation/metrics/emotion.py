@@ -91,20 +91,33 @@ class WorkerMember:
             ) from exc
         finally:
             log.close()
-        first = self._proc.stdout.readline() if self._proc.stdout else ""
+        first = self._first_line()
         try:
             hello = json.loads(first) if first.strip() else {}
         except ValueError:
             hello = {"fatal": f"unexpected worker output {first!r}"}
         if not hello.get("ready"):
-            reason = hello.get("fatal") or f"worker exited ({self._tail_log()})"
-            self.close()
-            if "OSError" in reason or "not a valid model identifier" in reason:
+            reason = hello.get("fatal") or (
+                f"no answer within {self.timeout_s:g} s ({self._tail_log()})"
+                if self._proc.poll() is None else f"worker exited ({self._tail_log()})"
+            )
+            self.close(grace_s=0.0)
+            if hello.get("missing_checkpoint"):
                 raise ComponentError(
                     f"skipped: {self.model} not available offline; run the prefetch command "
                     f"({reason})"
                 )
             raise ComponentError(f"skipped: {self.backend} worker failed to load: {reason}")
+
+    def _first_line(self) -> str:
+        """The worker's hello line, or "" if it sends none within ``timeout_s`` (loading hangs)."""
+        import select
+
+        assert self._proc is not None and self._proc.stdout is not None
+        # the worker writes nothing else before its first request, so no line can be left
+        # in Python's buffer where select() would not see it
+        ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout_s)
+        return self._proc.stdout.readline() if ready else ""
 
     def _tail_log(self) -> str:
         if self._tmp is None:
@@ -144,12 +157,13 @@ class WorkerMember:
                 out.append(([str(x) for x in reply["labels"]], [float(x) for x in reply["scores"]]))
         return out
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 30.0) -> None:
+        """End the worker: EOF on its stdin, then kill it if it has not exited after ``grace_s``."""
         if self._proc is not None:
             if self._proc.stdin:
                 self._proc.stdin.close()
             try:
-                self._proc.wait(timeout=30)
+                self._proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
@@ -223,7 +237,7 @@ class EmotionEnsemble:
                 if isinstance(raw, Exception):
                     errors.append(f"{backend}: {type(raw).__name__}: {raw}")
                     continue
-                # the paper's log-score handling applies to SpeechBrain's out_prob only
+                # only SpeechBrain returns log posteriors; the others return probabilities
                 mode = self.log_scores if backend == "speechbrain" else "never"
                 try:
                     dists[backend] = canonical_distribution(raw[0], raw[1], backend, mode)

@@ -19,7 +19,8 @@ Because those stacks pin different torch/torchaudio/transformers versions, any b
 another Python environment: ``python emotion_backends.py --backend B --model M --device D`` reads
 JSON lines ``{"id": ..., "npy": "/path/wave.npy"}`` on stdin and answers
 ``{"id": ..., "labels": [...], "scores": [...]}`` or ``{"id": ..., "error": "..."}`` on stdout,
-after a first line ``{"ready": true}`` (or ``{"fatal": "..."}`` if loading failed).  This file
+after a first line ``{"ready": true}`` (or ``{"fatal": "...", "missing_checkpoint": bool}`` if
+loading failed).  This file
 imports nothing from omnistory_core so that it runs in an environment without it.
 """
 
@@ -175,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         predict = load_backend(args.backend, args.model, args.device)
     except Exception as exc:
-        protocol.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}"}) + "\n")
+        # the same test as the parent's is_missing_checkpoint (this file cannot import it)
+        missing = isinstance(exc, OSError) or type(exc).__module__.startswith("huggingface_hub")
+        protocol.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}",
+                                   "missing_checkpoint": missing}) + "\n")
         protocol.flush()
         return 1
     protocol.write(json.dumps({"ready": True}) + "\n")
