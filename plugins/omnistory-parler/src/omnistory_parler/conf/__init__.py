@@ -1,0 +1,1 @@
+"""Hydra configs shipped by omnistory-parler (``tts/parler.yaml``)."""

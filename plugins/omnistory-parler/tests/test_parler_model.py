@@ -1,0 +1,96 @@
+"""tts/parler through its own load() on a tiny random checkpoint built by the test (no downloads).
+
+Needs the Parler environment (parler-tts, transformers 4.46.1, torch); skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnistory_core.components import Audio, ComponentError
+from omnistory_core.contract import Failure
+
+pytest.importorskip(
+    "parler_tts",
+    reason="parler-tts is not installed here; run with the Parler environment"
+    " (.venvs/parler/bin/pytest, see the plugin README)",
+)
+
+from omnistory_parler.expert import ParlerTTS  # noqa: E402
+
+ITEM = {"utterance": "Look, a boat!", "speaker": "Mina", "emotion": "happy", "speed": "fast",
+        "pitch": "high", "gender": "female"}
+MAX_NEW_TOKENS = 10  # ~9 codec frames of 512 samples at 44.1 kHz
+
+
+def make(model_dir: str, **params) -> ParlerTTS:
+    return ParlerTTS(model=model_dir, device="cpu", max_new_tokens=MAX_NEW_TOKENS, **params)
+
+
+@pytest.fixture(scope="module")
+def tts(tiny_parler_dir) -> ParlerTTS:
+    component = make(tiny_parler_dir)
+    component.load()
+    yield component
+    component.unload()
+
+
+@pytest.fixture(scope="module")
+def reference(tts) -> Audio:
+    """ITEM's audio, generated once (each generation decodes through the ~60M-parameter codec)."""
+    return tts.run_one(ITEM)
+
+
+def test_loads_through_its_own_path_and_speaks(tts, reference):
+    out = reference
+    assert isinstance(out, Audio), out
+    assert out.sample_rate == 44100 == tts.model.config.sampling_rate
+    assert out.samples.dtype == np.float32 and out.samples.ndim == 1
+    # 2 codebooks with a one-step delay pattern: at most MAX_NEW_TOKENS - 1 frames of 512.
+    assert 0 < out.samples.size <= (MAX_NEW_TOKENS - 1) * 512
+    assert out.samples.size % 512 == 0
+    assert np.isfinite(out.samples).all() and np.abs(out.samples).max() > 0
+
+
+def test_same_seed_same_audio_in_any_order_and_after_reload(tts, reference, tiny_parler_dir):
+    other = {**ITEM, "utterance": "Where did the little bear go?", "speaker": "Old Bear",
+             "gender": "male", "emotion": "sad"}
+    first = reference.samples
+    # In a batch, after another item: the generator is re-seeded per item.
+    batch = tts.run_batch([other, ITEM])
+    assert np.array_equal(batch[1].samples, first)
+    assert np.array_equal(tts.run_one(other).samples, batch[0].samples)
+    fresh = make(tiny_parler_dir)  # a new instance loads lazily on its first call
+    assert np.array_equal(fresh.run_one(ITEM).samples, first)
+
+
+def test_another_seed_gives_other_audio(tiny_parler_dir, tts, reference):
+    seeded = make(tiny_parler_dir, seed=1)
+    seeded.model, seeded.tokenizer, seeded.device = tts.model, tts.tokenizer, tts.device
+    a, b = reference.samples, seeded.run_one(ITEM).samples
+    assert a.shape != b.shape or not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("change", [
+    {"emotion": "sad"}, {"speed": "slow"}, {"pitch": "low"}, {"gender": "male"},
+    {"utterance": "Come back here, please."},
+])
+def test_description_and_text_reach_the_model(tts, reference, change):
+    # Every label changes the description (and so the encoder input); the codes must follow.
+    assert tts.describe({**ITEM, **change}) != tts.describe(ITEM) or "utterance" in change
+    a, b = reference.samples, tts.run_one({**ITEM, **change}).samples
+    assert a.shape != b.shape or not np.array_equal(a, b)
+
+
+def test_bad_items_fail_alone_in_a_batch(tts, reference):
+    good = reference.samples
+    results = tts.run_batch([{**ITEM, "speed": "warp"}, ITEM, {**ITEM, "utterance": " "}])
+    assert isinstance(results[0], Failure) and results[0].category == "plan_invalid_label"
+    assert isinstance(results[1], Audio) and np.array_equal(results[1].samples, good)
+    assert isinstance(results[2], Failure) and results[2].category == "empty_output"
+
+
+def test_missing_model_is_a_clear_component_error(tmp_path):
+    with pytest.raises(ComponentError, match="cannot load model"):
+        make(str(tmp_path / "no-such-checkpoint")).load()
