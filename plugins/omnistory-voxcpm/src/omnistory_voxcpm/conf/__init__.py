@@ -1,0 +1,1 @@
+"""Hydra configs shipped by omnistory-voxcpm (``tts/voxcpm.yaml``)."""

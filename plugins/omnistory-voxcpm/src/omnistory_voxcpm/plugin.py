@@ -1,0 +1,17 @@
+"""The module named by the ``omnistory`` entry point; imports no model library."""
+
+from __future__ import annotations
+
+from omnistory_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_tts_experts(register):
+    from omnistory_voxcpm.expert import VoxCPMTTS
+
+    register(VoxCPMTTS)
+
+
+@hookimpl
+def register_config_paths(register):
+    register("pkg://omnistory_voxcpm.conf")
