@@ -53,64 +53,68 @@ def install_spec(distribution: str) -> list[str]:
     return [f"{dist.metadata['Name']}=={dist.version}"]
 
 
-def plan_env(selection: str) -> tuple[str, list[list[str]]]:
-    """The component key and the pip install argument lists for its environment."""
+def plan_env(selections: list[str]) -> tuple[list[tuple[str, str]], list[list[str]]]:
+    """The (kind, name) of each selected component and the pip argument lists for their shared
+    environment: all declared requirements in one resolver call (so pins such as torch and
+    torchaudio are solved together), then omnistory-core, then the plugins' distributions."""
     from omnistory_core.plugins import load_plugins
 
-    group, _, name = selection.partition("=")
-    if group not in GROUP_KIND or not name:
-        raise SystemExit(
-            f"expected <group>=<name> with group in {sorted(GROUP_KIND)}, got {selection!r}"
-        )
     registry = load_plugins()
-    cls = registry.component(GROUP_KIND[group], name)
-    plugin = registry.plugins[registry.origins[(cls.kind, cls.name)]]
+    components: list[tuple[str, str]] = []
+    requirements: list[str] = []
+    distributions: list[str] = []
+    for selection in selections:
+        group, _, name = selection.partition("=")
+        if group not in GROUP_KIND or not name:
+            raise SystemExit(
+                f"expected <group>=<name> with group in {sorted(GROUP_KIND)}, got {selection!r}"
+            )
+        cls = registry.component(GROUP_KIND[group], name)
+        components.append((cls.kind, cls.name))
+        for requirement in getattr(cls, "requirements", ()) or ():
+            if requirement not in requirements:
+                requirements.append(requirement)
+        dist = registry.plugins[registry.origins[(cls.kind, cls.name)]].distribution
+        if dist not in ("omnistory-core", "unknown") and dist not in distributions:
+            distributions.append(dist)
     steps: list[list[str]] = []
-    requirements = list(getattr(cls, "requirements", ()) or ())
-    torch_pins = [r for r in requirements if r.replace(" ", "").startswith("torch==")]
-    if torch_pins:  # install the pinned torch alone first so nothing pulls another build
-        steps.append(torch_pins)
+    if requirements:
+        steps.append(requirements)
     steps.append(install_spec("omnistory-core"))
-    if plugin.distribution not in ("omnistory-core", "unknown"):
-        steps.append(install_spec(plugin.distribution))
-    rest = [r for r in requirements if r not in torch_pins]
-    if rest:
-        steps.append(rest)
-    return cls.key(), steps
+    steps.extend(install_spec(d) for d in distributions)
+    return components, steps
 
 
 def create(
-    selection: str,
+    selections: list[str],
     directory: Path | None,
     python: str,
     dry_run: bool,
     system_site_packages: bool = False,
 ) -> int:
-    key, steps = plan_env(selection)
-    directory = directory or Path(".venvs") / key.replace("/", "-")
+    from omnistory_core.engine.isolation import runner_env_var
+
+    components, steps = plan_env(selections)
+    default = "-".join(f"{k}-{n}" for k, n in components)
+    directory = directory or Path(".venvs") / default
     venv_python = directory / "bin" / "python"
-    commands = [
-        [
-            python,
-            "-m",
-            "venv",
-            *(["--system-site-packages"] if system_site_packages else []),
-            str(directory),
-        ]
-    ]
+    flags = ["--system-site-packages"] if system_site_packages else []
+    commands = [[python, "-m", "venv", *flags, str(directory)]]
     commands += [[str(venv_python), "-m", "pip", "install", "-q", *step] for step in steps]
     for command in commands:
         print("$ " + " ".join(command), flush=True)
     if dry_run:
         return 0
     t0 = time.perf_counter()
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     for command in commands:
-        subprocess.run(
-            command, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        )
-    print(f"created {directory} for {key} in {time.perf_counter() - t0:.0f} s")
-    group = selection.partition("=")[0]
-    print(f"use it with: {group}.runner.python={venv_python.resolve()}")
+        subprocess.run(command, check=True, env=env)
+    print(f"created {directory} in {time.perf_counter() - t0:.0f} s")
+    resolved = venv_python.absolute()
+    for kind, name in components:
+        group = next(g for g, k in GROUP_KIND.items() if k == kind)
+        print(f"use it with: {group}.runner.python={resolved}")
+        print(f"         or: export {runner_env_var(kind, name)}={resolved}")
     return 0
 
 
@@ -118,7 +122,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="omnistory env", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("create", help="create a component's virtual environment")
-    c.add_argument("selection", help="<group>=<name>, e.g. tts=parler")
+    c.add_argument(
+        "selection",
+        nargs="+",
+        help="<group>=<name>, e.g. tts=parler (several share one environment)",
+    )
     c.add_argument("--dir", type=Path, default=None, help="default: .venvs/<kind>-<name>")
     c.add_argument("--python", default=sys.executable, help="interpreter that creates the venv")
     c.add_argument("--dry-run", action="store_true", help="print the commands only")

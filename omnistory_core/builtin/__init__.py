@@ -30,6 +30,14 @@ def register_tts_experts(register):
 
 
 @hookimpl
+def register_metrics(register):
+    from omnistory_core.evaluation.metrics import METRICS
+
+    for cls in METRICS:
+        register(cls)
+
+
+@hookimpl
 def register_datasets(register):
     from omnistory_core import data
 

@@ -164,13 +164,25 @@ class IsolatedComponent:
                 proc.wait()
 
 
+def runner_env_var(kind: str, name: str) -> str:
+    """``OMNISTORY_RUNNER_TTS_PARLER``: the interpreter for ``tts=parler`` when its config sets
+    none, so a sweep over experts that each need their own environment needs no per-job override."""
+    clean = "".join(c if c.isalnum() else "_" for c in f"{kind}_{name}").upper()
+    return f"OMNISTORY_RUNNER_{clean}"
+
+
 def maybe_isolate(component: Component, runner: Any, store_root: str | Path):
-    """Wrap ``component`` in a worker when its config has ``runner.python``."""
-    if not runner or not runner.get("python"):
+    """Wrap ``component`` in a worker when ``runner.python`` (or its environment variable) is
+    set."""
+    runner = dict(runner or {})
+    python = runner.get("python") or os.environ.get(
+        runner_env_var(component.kind, component.name)
+    )
+    if not python:
         return component
     return IsolatedComponent(
         component,
-        str(runner["python"]),
+        str(python),
         store_root,
         env=dict(runner.get("env") or {}),
         timeout_s=runner.get("timeout_s"),

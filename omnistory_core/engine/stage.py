@@ -219,6 +219,20 @@ def run_stage(
 
 def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
     component = lazy.component
+    if mine:
+        try:
+            lazy.ensure_loaded()
+        except Exception as exc:
+            # A model that cannot load (missing weights, bad path) is not a property of the
+            # items: record the failure for this run but do not store it, so the next run retries.
+            failure = exception_failure(exc)
+            failure = Failure(failure.category, f"load failed: {failure.message}")
+            for key, lock in mine:
+                record = CallRecord(key=key, component=component.key(), status="failure",
+                                    failure=failure.to_dict())
+                finish(key, record, computed=False)
+                lock.release()
+            return
     size = max(1, component.batch_size)
     for start in range(0, len(mine), size):
         chunk = mine[start : start + size]

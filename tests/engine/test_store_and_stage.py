@@ -174,3 +174,31 @@ def test_put_blob_is_content_addressed(tmp_path: Path, value: bytes) -> None:
     a = store.put_blob(value, "bin")
     b = store.put_blob(value, "bin")
     assert a == b and store.blob_path(a, "bin").read_bytes() == value
+
+
+class Unloadable(Planner):
+    name = "unloadable-test"
+    reads = ("current_text",)
+    broken = True
+
+    def load(self) -> None:
+        if type(self).broken:
+            raise OSError("weights not found at /nowhere")
+
+    def run_one(self, item):
+        return PlannerResponse("ok")
+
+
+def test_load_failure_is_reported_but_not_cached(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    items = [StageItem(i, {"current_text": t}) for i, t in enumerate("ab")]
+    stats = ComponentStats()
+    out = run_stage(LazyComponent(Unloadable(), stats), items, store)
+    assert out[0].failure["category"] == "model_error"
+    assert "load failed" in out[0].failure["message"] and "/nowhere" in out[0].failure["message"]
+    assert stats.calls == 0 and stats.failures == 2
+    assert not list((tmp_path / "store/calls").rglob("*.json"))
+    Unloadable.broken = False
+    stats = ComponentStats()
+    out = run_stage(LazyComponent(Unloadable(), stats), items, store)
+    assert out[1].status == "ok" and stats.calls == 2
