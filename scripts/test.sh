@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs into .venv and run it.  Used verbatim by .ci/run.
+# Install everything the test suite needs and run it.  Used verbatim by .ci/run.
+#  1. .venv: the core, every first-party plugin, test and model-stack dependencies (torch CPU).
+#  2. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
+#     transformers 4.46.1), created once by `omnistory env create` and reused; their model tests
+#     and the SpeechBrain/emotion2vec loader test run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Headless Chromium renders the HTML report in tests (Debian packages; needs root or sudo).
+# Headless Chromium renders the HTML report in tests (Debian package; needs root).
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
-      || echo "warning: could not install chromium; the HTML screenshot test will fail" >&2
+    (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+      || echo "warning: could not install chromium; the HTML report browser test will fail" >&2
   else
-    echo "warning: chromium missing and not root: install the Debian packages chromium and chromium-driver" >&2
+    echo "warning: chromium is missing: install the Debian package chromium" >&2
   fi
 fi
 
+export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# torch first, pinned: this version is a CPU build on our machines (an unpinned torch pulls CUDA)
+# torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test]" ./plugins/omnistory-example-planner
+.venv/bin/python -m pip install -q -e ".[test]" \
+  ./plugins/omnistory-example-planner ./plugins/omnistory-openai ./plugins/omnistory-anthropic \
+  ./plugins/omnistory-vllm ./plugins/omnistory-flux ./plugins/omnistory-nitro \
+  ./plugins/omnistory-parler ./plugins/omnistory-voxcpm ./plugins/omnistory-dreamsim \
+  ./plugins/omnistory-paper
+
+if [ ! -x .venvs/tts/bin/python ]; then
+  .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
+fi
+.venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19"
+export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
+
 .venv/bin/python -m pytest -q "$@"
+.venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
+  plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests

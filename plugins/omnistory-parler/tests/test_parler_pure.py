@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import tomllib
-import yaml
 from omnistory_parler.description import (
     DEFAULT_VOCABULARY,
     EMOTION_DELIVERY,
@@ -201,9 +200,12 @@ def test_cache_key_params_exclude_only_runtime_ones():
         ParlerTTS().output_params()
 
 
-def test_shipped_yaml_matches_the_defaults():
+def test_shipped_yaml_matches_the_defaults(monkeypatch):
+    from omegaconf import OmegaConf
+
     conf = DIST / "src/omnistory_parler/conf/tts/parler.yaml"
-    data = yaml.safe_load(conf.read_text())
+    monkeypatch.delenv("OMNISTORY_MODEL_TTS_PARLER", raising=False)
+    data = OmegaConf.to_container(OmegaConf.load(conf), resolve=True)
     assert data.pop("name") == "parler"
     assert data == {k: v for k, v in ParlerTTS.DEFAULTS.items() if k != "seed"}
     assert ParlerTTS(**data).vocabulary == DEFAULT_VOCABULARY

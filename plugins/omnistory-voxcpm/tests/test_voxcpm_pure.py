@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import tomllib
-import yaml
 from omnistory_voxcpm.description import (
     CHARACTERS_BY_GENDER,
     DEFAULT_VOCABULARY,
@@ -166,9 +165,12 @@ def test_cache_key_params_exclude_only_runtime_ones():
     assert VoxCPMTTS(cfg_value=3.0).output_params() != VoxCPMTTS().output_params()
 
 
-def test_shipped_yaml_matches_the_defaults():
+def test_shipped_yaml_matches_the_defaults(monkeypatch):
+    from omegaconf import OmegaConf
+
     conf = DIST / "src/omnistory_voxcpm/conf/tts/voxcpm.yaml"
-    data = yaml.safe_load(conf.read_text())
+    monkeypatch.delenv("OMNISTORY_MODEL_TTS_VOXCPM", raising=False)
+    data = OmegaConf.to_container(OmegaConf.load(conf), resolve=True)
     assert data.pop("name") == "voxcpm"
     assert data == {k: v for k, v in VoxCPMTTS.DEFAULTS.items() if k != "seed"}
     assert VoxCPMTTS(**data).vocabulary == DEFAULT_VOCABULARY
