@@ -51,7 +51,12 @@ def expand_panels(kind: str, names: list[str]) -> list[str]:
     return out
 
 
-def build_evaluators(metrics: list[str], judges: list[str], overrides: list[str]):
+def build_evaluators(
+    metrics: list[str], judges: list[str], overrides: list[str], store_root: Path | None = None
+):
+    """Evaluator components from their configs; ``runner.python`` (or the environment variable
+    OMNISTORY_RUNNER_<KIND>_<NAME>) runs one in its own environment through the isolation worker."""
+    from omnistory_core.engine.isolation import maybe_isolate
     from omnistory_core.engine.job import build_component
     from omnistory_core.plugins import load_plugins
 
@@ -61,7 +66,10 @@ def build_evaluators(metrics: list[str], judges: list[str], overrides: list[str]
         for name in names:
             spec = evaluator_config(kind, name, overrides)
             spec.setdefault("name", name)
-            out.append(build_component(registry, kind, spec, seed=0, allow_oracle=False))
+            component = build_component(registry, kind, spec, seed=0, allow_oracle=False)
+            if store_root is not None:
+                component = maybe_isolate(component, spec.get("runner"), store_root)
+            out.append(component)
     return out
 
 
@@ -98,7 +106,7 @@ def run_evaluation(
     }
     examples, _ = load_examples(spec)
     store = Store(store_path or Path(systems[0].manifest.get("store") or run_dir / "store"))
-    evaluators = build_evaluators(metrics, judges, overrides or [])
+    evaluators = build_evaluators(metrics, judges, overrides or [], store.root)
     with progress_bars(progress_enabled) as progress:
         result = evaluate_systems(
             systems, examples, evaluators, store, progress=progress, retry_failures=retry_failures

@@ -142,3 +142,29 @@ def test_missing_outputs_become_missing_output_rows(tmp_path: Path) -> None:
     status = {(r.example_id.split("/")[-1], r.status) for r in rows}
     assert len(rows) == 8 and len(status) == 2
     assert sorted(s for _, s in status) == ["missing_output", "ok"]
+
+
+def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> None:
+    import sys
+
+    from omnistory_core.engine.isolation import runner_env_var
+
+    rows = {}
+    with LocalChatServer(lambda body: Reply(content=REPLIES[0])) as server:
+        for mode, env in (("inproc", {}),
+                          ("worker", {runner_env_var("judge", JUDGE): sys.executable})):
+            work = tmp_path / mode
+            work.mkdir()
+            gen = run_cli("planner=copy", "image=copy", "dataset.limit=2", "output_root=out",
+                          "engine.progress=false", cwd=work)
+            assert gen.returncode == 0, gen.stderr
+            job = work / "out/runs/demo/copy-copy-espeak"
+            proc = run_cli("evaluate", str(job), "--metrics", "", "--judges", JUDGE,
+                           "--no-report", "--no-progress",
+                           "--set", f"judge.{JUDGE}.backend=openai",
+                           "--set", f"judge.{JUDGE}.base_url={server.base_url}",
+                           "--set", f"judge.{JUDGE}.repair=false", cwd=work, env=env)
+            assert proc.returncode == 0, proc.stderr
+            rows[mode] = sorted((r.example_id, r.criterion, r.score, r.status)
+                                for r in read_scores(job / "scores.jsonl"))
+    assert rows["inproc"] == rows["worker"] and len(rows["worker"]) == 8
