@@ -19,9 +19,11 @@ fi
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv .venv
+# pip >= 24 resolves a local project's extras together with plugins that depend on it
+.venv/bin/python -m pip install -q --upgrade pip
 # torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test]" \
+.venv/bin/python -m pip install -q -e ".[test,metrics,judges]" \
   ./plugins/omnistory-example-planner ./plugins/omnistory-openai ./plugins/omnistory-anthropic \
   ./plugins/omnistory-vllm ./plugins/omnistory-flux ./plugins/omnistory-nitro \
   ./plugins/omnistory-parler ./plugins/omnistory-voxcpm ./plugins/omnistory-dreamsim \
