@@ -168,3 +168,15 @@ def test_joblib_launcher_two_workers_share_the_store(tmp_path: Path) -> None:
     total_calls = sum(s["calls"] for s in stats.values())
     assert total_calls == len(list((tmp_path / "out/store/calls").rglob("*.json")))
     assert stats["image/copy"]["calls"] == N
+
+
+def test_glob_over_system_presets_includes_plugin_presets(tmp_path: Path) -> None:
+    proc = run_cli("-m", "system=glob(*copy_espeak)", "dataset.limit=2", "output_root=out",
+                   *QUIET, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    sweep = tmp_path / "out/sweeps/demo"
+    jobs = sorted(p.name for p in sweep.iterdir() if (p / "manifest.json").exists())
+    # two core presets and the one shipped by the installed example plugin
+    assert jobs == ["copy_copy_espeak", "instruction_copy_espeak", "template_copy_espeak"]
+    help_text = run_cli("--help", cwd=tmp_path).stdout
+    assert "instruction" in help_text and "gpt_kontext_parler" in help_text
