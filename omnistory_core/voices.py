@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from omnistory_core.contract import GENDERS
+from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
 
 T = TypeVar("T")
 
@@ -63,3 +64,39 @@ def voice_for(speaker: str, gender: str | None, voices_by_gender: Mapping[str, S
 
 
 __all__ = ["resolve_gender", "speaker_key", "stable_choice", "voice_for"]
+
+
+@dataclass(frozen=True)
+class VoiceLabels:
+    """One utterance's validated voice labels; ``gender`` is always resolved."""
+
+    speaker: str
+    gender: str
+    emotion: str
+    speed: str
+    pitch: str
+
+
+def _label(item: Mapping[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
+    raw = item.get(field)
+    label = str(raw if raw is not None else "").strip().casefold() or default
+    if label not in allowed:
+        raise ValueError(f"{field} {raw!r} is not one of {list(allowed)}")
+    return label
+
+
+def voice_labels(item: Mapping[str, Any]) -> VoiceLabels:
+    """Validate an item's labels (any case, surrounding spaces ignored).
+
+    A missing or empty emotion/speed/pitch means ``neutral``/``normal``; a missing or unknown
+    gender is resolved from the speaker name (gender-balanced).  A label outside the contract's
+    sets raises ``ValueError`` naming the field.
+    """
+    speaker = str(item.get("speaker") or "")
+    return VoiceLabels(
+        speaker=speaker,
+        gender=resolve_gender(item.get("gender"), speaker),
+        emotion=_label(item, "emotion", EMOTIONS, "neutral"),
+        speed=_label(item, "speed", SPEEDS, "normal"),
+        pitch=_label(item, "pitch", PITCHES, "normal"),
+    )

@@ -12,35 +12,11 @@ import numpy as np
 import pandas as pd
 
 from omnistory_core.analysis.frame import _normalise
+from omnistory_core.evaluation.judges.rubric import CRITERIA
 from omnistory_core.evaluation.scores import COLUMNS
 
-# The paper's rubric keys (Appendix E.4), four per judge track.
-RUBRICS: dict[str, tuple[str, ...]] = {
-    "text": (
-        "alignment_with_metadata",
-        "natural_flow_from_current_narration",
-        "satisfaction_of_generation_conditions",
-        "semantic_consistency_with_ground_truth",
-    ),
-    "image": (
-        "alignment_with_metadata",
-        "visual_narrative_continuity_from_current_scene",
-        "satisfaction_of_generation_conditions",
-        "semantic_consistency_with_ground_truth",
-    ),
-    "speech": (
-        "alignment_with_metadata",
-        "naturalness_and_conversational_relevance",
-        "satisfaction_of_generation_conditions",
-        "semantic_consistency_and_persona_match_with_ground_truth",
-    ),
-    "omni": (
-        "alignment_with_metadata",
-        "natural_multimodal_continuity_from_current_page",
-        "satisfaction_of_generation_conditions",
-        "multimodal_semantic_consistency_with_ground_truth",
-    ),
-}
+# The paper's rubric keys (Appendix E.4), four per judge track: one definition, the judges'.
+RUBRICS: dict[str, tuple[str, ...]] = CRITERIA
 SPEECH_FIELDS = ("emotion", "speed", "pitch", "gender")
 
 

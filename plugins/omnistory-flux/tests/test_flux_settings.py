@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from omnistory_flux.common import call_with_fallback, item_seed
 from omnistory_flux.experts import FluxDev, FluxKontext, kontext_condition_size
 
 from omnistory_core.components import ComponentError
 from omnistory_core.engine.job import ConfigError
+from omnistory_core.experts.diffusion import call_with_fallback, item_seed
 
 
 def test_plugin_import_stays_light():

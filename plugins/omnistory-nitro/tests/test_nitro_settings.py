@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from omnistory_nitro.expert import NitroT, describe_load_error
@@ -73,17 +70,3 @@ def test_offline_and_remote_code_errors_say_what_to_do():
     assert "set trust_remote_code=true" in hint
     assert describe_load_error(RuntimeError("boom")) == "RuntimeError: boom"
 
-
-def _code_after_docstring(path: Path) -> str:
-    source = path.read_text()
-    body = ast.parse(source).body
-    return source.split("\n", body[1].lineno - 1)[-1]  # from the first statement after it
-
-
-def test_common_module_is_identical_to_the_flux_copy():
-    spec = importlib.util.find_spec("omnistory_flux.common")
-    if spec is None:
-        pytest.skip("omnistory-flux is not installed")
-    import omnistory_nitro.common as mine
-
-    assert _code_after_docstring(Path(mine.__file__)) == _code_after_docstring(Path(spec.origin))

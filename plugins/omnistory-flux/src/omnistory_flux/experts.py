@@ -3,9 +3,9 @@
 Both load a diffusers pipeline with ``from_pretrained`` (a hub id or a local directory), run one
 pipeline call per batch with one CPU ``torch.Generator`` per item, and return PIL images.  The
 generator seed of an item is derived from the run's ``seed`` and the item's image prompt only
-(:func:`omnistory_flux.common.item_seed`), so an image does not depend on its batch-mates, and the
-Kontext expert's output differs from another item's with the same prompt only through the page it
-is conditioned on.
+(:func:`omnistory_core.experts.diffusion.item_seed`), so an image does not depend on its
+batch-mates, and the Kontext expert's output differs from another item's with the same prompt only
+through the page it is conditioned on.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import ComponentError, ImageExpert
 from omnistory_core.contract import Failure
-from omnistory_flux.common import (
+from omnistory_core.experts.diffusion import (
     SettingsError,
     arrays_to_images,
     boolean,

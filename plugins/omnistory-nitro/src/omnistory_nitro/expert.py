@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import ComponentError, ImageExpert
 from omnistory_core.contract import Failure
-from omnistory_nitro.common import (
+from omnistory_core.experts.diffusion import (
     SettingsError,
     arrays_to_images,
     boolean,

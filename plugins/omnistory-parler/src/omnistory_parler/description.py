@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
-from omnistory_core.voices import resolve_gender, voice_for
+from omnistory_core.voices import VoiceLabels, voice_for, voice_labels
 
 # The named voices the official Omni-StoryBench code draws from (3 per gender).
 VOICES_BY_GENDER: dict[str, tuple[str, ...]] = {
@@ -78,40 +78,6 @@ EMOTION_TONE: dict[str, str] = {
 RECORDING = "The recording is very clear audio with almost no background noise."
 
 
-@dataclass(frozen=True)
-class VoiceLabels:
-    """One utterance's validated voice labels; ``gender`` is always resolved."""
-
-    speaker: str
-    gender: str
-    emotion: str
-    speed: str
-    pitch: str
-
-
-def _label(item: Mapping[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
-    raw = item.get(field)
-    label = str(raw if raw is not None else "").strip().casefold() or default
-    if label not in allowed:
-        raise ValueError(f"{field} {raw!r} is not one of {list(allowed)}")
-    return label
-
-
-def voice_labels(item: Mapping[str, Any]) -> VoiceLabels:
-    """Validate an item's labels (any case, surrounding spaces ignored).
-
-    A missing or empty emotion/speed/pitch means ``neutral``/``normal``; a missing or unknown
-    gender is resolved from the speaker name (gender-balanced).  A label outside the contract's
-    sets raises ``ValueError`` naming the field.
-    """
-    speaker = str(item.get("speaker") or "")
-    return VoiceLabels(
-        speaker=speaker,
-        gender=resolve_gender(item.get("gender"), speaker),
-        emotion=_label(item, "emotion", EMOTIONS, "neutral"),
-        speed=_label(item, "speed", SPEEDS, "normal"),
-        pitch=_label(item, "pitch", PITCHES, "normal"),
-    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Helpers shared by expert plugins (no heavy imports at module import)."""
