@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = ("plugins", "report", "evaluate", "judges", "env")
+SUBCOMMANDS = ("plugins", "report", "evaluate", "judges", "env", "prefetch")
 
 
 def _hydra_main() -> int:
@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             from omnistory_core.evaluation.command import main as evaluate_main
 
             return _run_user_errors(lambda: evaluate_main(rest))
+        if command == "prefetch":
+            from omnistory_core.prefetch import main as prefetch_main
+
+            return _run_user_errors(lambda: prefetch_main(rest))
         if command == "env":
             from omnistory_core.envs import main as env_main
 

@@ -198,6 +198,7 @@ def evaluate_systems(
             retry_failures=retry_failures,
             advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
         )
+        _report_load_failure(evaluator, outcomes)
         finalize = getattr(evaluator, "finalize_stage", None)
         if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
             outcomes = finalize(outcomes, store) or outcomes
@@ -205,6 +206,21 @@ def evaluate_systems(
         for n, (system_id, example_id) in enumerate(owners):
             result.rows.extend(rows_for(evaluator, system_id, example_id, outcomes.get(n)))
     return result
+
+
+def _report_load_failure(evaluator: Evaluator, outcomes: dict[int, Any]) -> None:
+    """A model that could not load (e.g. "skipped: <model> not available offline; run the prefetch
+    command") leaves its rows invalid; say so once, loudly, instead of per row."""
+    import sys
+
+    for outcome in outcomes.values():
+        failure = getattr(outcome, "failure", None) or {}
+        message = failure.get("message", "") if isinstance(failure, dict) else ""
+        if message.startswith("load failed:"):
+            print(f"[omnistory] {evaluator.key()}: {message[len('load failed:'):].strip()}"
+                  " (its rows are 'invalid'; python -m omnistory_core prefetch"
+                  f" {evaluator.kind}={evaluator.name})", file=sys.stderr)
+            return
 
 
 def merge_rows(existing: Iterable[ScoreRow], new: list[ScoreRow]) -> list[ScoreRow]:

@@ -168,3 +168,18 @@ def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> N
             rows[mode] = sorted((r.example_id, r.criterion, r.score, r.status)
                                 for r in read_scores(job / "scores.jsonl"))
     assert rows["inproc"] == rows["worker"] and len(rows["worker"]) == 8
+
+
+def test_metric_without_weights_says_skipped_and_rows_are_invalid(tmp_path: Path) -> None:
+    gen = run_cli("planner=copy", "image=copy", "dataset.limit=2", "output_root=out",
+                  "engine.progress=false", cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
+    proc = run_cli("evaluate", str(job), "--metrics", "clip", "--no-report", "--no-progress",
+                   cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "metric/clip: skipped: openai/clip-vit-base-patch32 not available offline" in proc.stderr
+    assert "prefetch" in proc.stderr
+    rows = list(read_scores(job / "scores.jsonl"))
+    assert len(rows) == 2 and {(r.status, r.score) for r in rows} == {("invalid", None)}

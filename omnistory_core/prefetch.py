@@ -1,0 +1,111 @@
+"""``python -m omnistory_core prefetch``: download every checkpoint a configuration needs.
+
+For clusters whose compute nodes are offline: run this where the hub is reachable (it uses the
+same Hugging Face cache the components read), then run the jobs offline.  It lists each checkpoint
+with its size and whether it is gated (accept the licence on the hub and set HF_TOKEN first).
+
+    python -m omnistory_core prefetch image=dev tts=parler metric=bertscore judge=panel_a
+    python -m omnistory_core prefetch --metrics bertscore,clip,speech_meta --judges all --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def component_checkpoints(kind: str, cls: type, params: dict[str, Any]) -> list[str]:
+    """Hub ids a component needs: its own ``checkpoints(params)`` if it has one, else its
+    ``model`` / ``text_encoder`` parameters, and a judge's checkpoint and repair model."""
+    if hasattr(cls, "checkpoints"):
+        ids = list(cls.checkpoints(params))
+    else:
+        ids = [str(params[k]) for k in ("model", "text_encoder") if params.get(k)]
+        spec = getattr(cls, "spec", None)
+        if spec is not None and getattr(spec, "checkpoint", None) and not params.get("model"):
+            ids.append(spec.checkpoint)
+    if kind == "judge" and params.get("repair"):
+        from omnistory_core.evaluation.judges import REPAIR_SPEC
+
+        repair = params["repair"] if isinstance(params["repair"], dict) else {}
+        ids.append(str(repair.get("model") or REPAIR_SPEC.checkpoint))
+    out: list[str] = []
+    for checkpoint in ids:  # local directories need nothing fetched
+        if checkpoint and checkpoint not in out and not Path(checkpoint).exists():
+            out.append(checkpoint)
+    return out
+
+
+def collect(selections: list[str], overrides: list[str]) -> dict[str, list[str]]:
+    """checkpoint -> the components that need it."""
+    from omnistory_core.evaluation.command import evaluator_config, expand_panels
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    needed: dict[str, list[str]] = {}
+    for selection in selections:
+        group, _, name = selection.partition("=")
+        if not name:
+            raise SystemExit(f"expected <group>=<name>, got {selection!r}")
+        names = expand_panels(group, [name]) if group == "judge" else [name]
+        for member in names:
+            params = evaluator_config(group, member, overrides)
+            cls = registry.component(group, member)
+            for checkpoint in component_checkpoints(group, cls, params):
+                needed.setdefault(checkpoint, []).append(f"{group}/{member}")
+    return needed
+
+
+def describe(checkpoint: str) -> tuple[str, str]:
+    """(size, gated) as text; the hub may be unreachable, which is said, not hidden."""
+    try:
+        from huggingface_hub import HfApi
+    except ImportError:
+        return "size unknown (pip install 'omnistory-core[hub]')", "?"
+    try:
+        info = HfApi().model_info(checkpoint, files_metadata=True)
+    except Exception as exc:  # offline, unknown repo, auth
+        return f"size unknown ({type(exc).__name__})", "?"
+    size = sum((s.size or 0) for s in info.siblings or [])
+    gated = info.gated if info.gated else "no"
+    return f"{size / 1e9:.2f} GB", str(gated)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="omnistory prefetch", description=__doc__.splitlines()[0])
+    parser.add_argument("selection", nargs="*", help="<group>=<name>, e.g. image=dev judge=all")
+    parser.add_argument("--metrics", default="", help="comma-separated metric names")
+    parser.add_argument("--judges", default="", help="comma-separated judge ids or panels")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="override a parameter, e.g. metric.clip.model=...")
+    parser.add_argument("--dry-run", action="store_true", help="list only, download nothing")
+    args = parser.parse_args(argv)
+    selections = list(args.selection)
+    selections += [f"metric={m.strip()}" for m in args.metrics.split(",") if m.strip()]
+    selections += [f"judge={j.strip()}" for j in args.judges.split(",") if j.strip()]
+    if not selections:
+        parser.error("name at least one component")
+    needed = collect(selections, args.overrides)
+    failed = 0
+    for checkpoint, users in needed.items():
+        size, gated = describe(checkpoint)
+        print(f"{checkpoint:<55} {size:<30} gated: {gated:<6} for {', '.join(users)}", flush=True)
+        if args.dry_run:
+            continue
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = snapshot_download(checkpoint, token=os.environ.get("HF_TOKEN") or None)
+        except Exception as exc:
+            failed += 1
+            print(f"  could not download {checkpoint}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+        else:
+            print(f"  -> {path}")
+    if failed:
+        print(f"{failed} of {len(needed)} checkpoints could not be downloaded", file=sys.stderr)
+        return 1
+    return 0
