@@ -120,6 +120,11 @@ def run_evaluation(
         "naive_items": len(systems) * len(examples),
     }
     (run_dir / "evaluation_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    for key, records in result.audit.items():
+        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+        (audit_dir / f"{key.replace('/', '-')}.jsonl").write_text(text, encoding="utf-8")
     return scores_path
 
 

@@ -47,6 +47,9 @@ class EvaluationResult:
     rows: list[ScoreRow]
     stats: dict[str, ComponentStats] = field(default_factory=dict)
     items: dict[str, int] = field(default_factory=dict)  # evaluator -> items needing a score
+    #: evaluator -> one record per (system, example): call key, status and the evaluator's detail
+    #: (raw judge response, parse status, repairs, transcripts, ...) for auditing
+    audit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -204,8 +207,26 @@ def evaluate_systems(
             outcomes = finalize(outcomes, store) or outcomes
         lazy.release()
         for n, (system_id, example_id) in enumerate(owners):
-            result.rows.extend(rows_for(evaluator, system_id, example_id, outcomes.get(n)))
+            outcome = outcomes.get(n)
+            result.rows.extend(rows_for(evaluator, system_id, example_id, outcome))
+            result.audit.setdefault(evaluator.key(), []).append(audit_record(
+                system_id, example_id, outcome))
     return result
+
+
+def audit_record(system: str, example_id: str, outcome: CallRecord | None) -> dict[str, Any]:
+    if outcome is None:
+        return {"system": system, "example_id": example_id, "status": "missing_output"}
+    output = outcome.output or {}
+    return {
+        "system": system,
+        "example_id": example_id,
+        "call_key": outcome.key,
+        "status": output.get("status", "ok") if outcome.status == "ok" else "failure",
+        "scores": output.get("scores"),
+        "detail": output.get("detail"),
+        "failure": outcome.failure,
+    }
 
 
 def _report_load_failure(evaluator: Evaluator, outcomes: dict[int, Any]) -> None:

@@ -100,6 +100,11 @@ def test_judges_over_a_sweep_land_in_the_scores_table(tmp_path: Path) -> None:
     assert statuses.count("ok") == 2 * 3 and statuses.count("invalid") == 2 * 1
     ok_scores = sorted({r.score for r in rows if r.status == "ok"})
     assert set(ok_scores) <= {3.0, 4.0, 5.0, 6.0, 7.0, 8.0}
+    # raw responses, parse status and repairs are kept for audit, one record per (system, example)
+    audit = [json.loads(x) for x in
+             (run_dir / f"audit/judge-{JUDGE}.jsonl").read_text().splitlines()]
+    assert len(audit) == 2 * N and all(a["detail"]["raw_response"] for a in audit)
+    assert {a["detail"]["parse_method"] for a in audit} >= {"direct", "normalized"}
     # the report was rebuilt with the judge scores
     assert "judge_text" in (run_dir / "report/leaderboard.csv").read_text().splitlines()[0]
 
