@@ -6,9 +6,9 @@ checkpoint and funasr's emotion2vec cannot be built small in this environment (S
 torchaudio, which does not import beside this torch build; emotion2vec needs funasr's model zoo),
 so here their output parsing is tested on their documented output shapes and the isolation route
 (the worker process) with the HuBERT backend.  With an interpreter that has speechbrain and funasr
-(``OMNISTORY_SPEECH_PYTHON``, default ``.venvs/speech/bin/python``), the last test also runs both
-through their real loaders (``foreign_class``, ``funasr.AutoModel``) on local stand-ins built in
-that interpreter, as workers of the full three-member ensemble.
+(``OMNISTORY_SPEECH_PYTHON``, default ``.venvs/tts/bin/python``, which scripts/test.sh builds), the
+last test also runs both through their real loaders (``foreign_class``, ``funasr.AutoModel``) on
+local stand-ins built in that interpreter, as workers of the full three-member ensemble.
 """
 
 from __future__ import annotations
@@ -464,7 +464,7 @@ def test_detail_numbers_are_finite_or_none(batch_results):
 # --- the full paper ensemble through isolated workers (needs a SpeechBrain + funasr python) ---
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEECH_PYTHON = os.environ.get("OMNISTORY_SPEECH_PYTHON") or str(ROOT / ".venvs/speech/bin/python")
+SPEECH_PYTHON = os.environ.get("OMNISTORY_SPEECH_PYTHON") or str(ROOT / ".venvs/tts/bin/python")
 
 
 @pytest.mark.slow

@@ -100,7 +100,7 @@ def tiny_parler_dir(tmp_path_factory) -> str:
     pytest.importorskip(
         "parler_tts",
         reason="parler-tts is not installed here; run these tests with the Parler environment"
-        " (.venvs/parler/bin/pytest, see the plugin README)",
+        " (scripts/test.sh runs these in .venvs/tts; see the plugin README)",
     )
     path = tmp_path_factory.mktemp("tiny-parler")
     build_tiny_parler(str(path))

@@ -14,7 +14,7 @@ from omnistory_core.contract import Failure
 pytest.importorskip(
     "parler_tts",
     reason="parler-tts is not installed here; run with the Parler environment"
-    " (.venvs/parler/bin/pytest, see the plugin README)",
+    " (scripts/test.sh runs these in .venvs/tts; see the plugin README)",
 )
 
 from omnistory_parler.expert import ParlerTTS  # noqa: E402

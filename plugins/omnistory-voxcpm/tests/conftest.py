@@ -100,7 +100,7 @@ def tiny_voxcpm_dir(tmp_path_factory) -> str:
     pytest.importorskip(
         "voxcpm",
         reason="voxcpm is not installed here; run these tests with the VoxCPM environment"
-        " (.venvs/voxcpm/bin/pytest, see the plugin README)",
+        " (scripts/test.sh runs these in .venvs/tts; see the plugin README)",
     )
     path = tmp_path_factory.mktemp("tiny-voxcpm")
     build_tiny_voxcpm(str(path))

@@ -15,7 +15,7 @@ from omnistory_core.contract import Failure
 pytest.importorskip(
     "voxcpm",
     reason="voxcpm is not installed here; run with the VoxCPM environment"
-    " (.venvs/voxcpm/bin/pytest, see the plugin README)",
+    " (scripts/test.sh runs these in .venvs/tts; see the plugin README)",
 )
 
 from omnistory_voxcpm.expert import VoxCPMTTS  # noqa: E402
