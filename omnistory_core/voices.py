@@ -100,3 +100,35 @@ def voice_labels(item: Mapping[str, Any]) -> VoiceLabels:
         speed=_label(item, "speed", SPEEDS, "normal"),
         pitch=_label(item, "pitch", PITCHES, "normal"),
     )
+
+
+def check_label_table(
+    name: str,
+    table: Any,
+    labels: tuple[str, ...],
+    *,
+    sequence: bool = False,
+    forbidden_chars: str = "",
+) -> None:
+    """Check a label -> phrase table of a TTS description vocabulary (one entry per label, each a
+    non-empty string, or a non-empty list of them with ``sequence``); errors name the entry."""
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{name} must be a mapping of {list(labels)}, got {type(table).__name__}")
+    missing = [label for label in labels if label not in table]
+    extra = sorted(str(k) for k in table if k not in labels)
+    if missing or extra:
+        raise ValueError(f"{name} must have exactly the keys {list(labels)}"
+                         f" (missing {missing}, unknown {extra})")
+    for label in labels:
+        value = table[label]
+        if sequence:
+            values = [] if isinstance(value, str | Mapping) else list(value)
+        else:
+            values = [value]
+        if not values or not all(isinstance(v, str) and v.strip() for v in values):
+            what = "a non-empty list of non-empty strings" if sequence else "a non-empty string"
+            raise ValueError(f"{name}.{label} must be {what}, got {value!r}")
+        if forbidden_chars and any(c in v for v in values for c in forbidden_chars):
+            raise ValueError(
+                f"{name}.{label} must not contain any of {forbidden_chars!r}, got {value!r}"
+            )

@@ -149,7 +149,8 @@ def test_component_prompt_cleans_text_and_uses_configured_vocabulary():
     ({"max_len": 0}, "max_len"),
     ({"male_characters": "deep"}, "characters.male must be a non-empty list"),
     ({"tone_phrases": {"happy": "glad"}}, "tone_phrases must have exactly the keys"),
-    ({"pace_phrases": {**PACE_PHRASES, "fast": "fast (very)"}}, "parentheses"),
+    ({"pace_phrases": {**PACE_PHRASES, "fast": "fast (very)"}},
+     "pace_phrases.fast must not contain any of"),
     ({"recording": "studio)"}, "recording must be a string without parentheses"),
 ])
 def test_bad_parameters_are_rejected_by_name(params, message):

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
-from omnistory_core.voices import VoiceLabels, voice_for, voice_labels
+from omnistory_core.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 # The named voices the official Omni-StoryBench code draws from (3 per gender).
 VOICES_BY_GENDER: dict[str, tuple[str, ...]] = {
@@ -92,34 +91,15 @@ class Vocabulary:
     recording: str
 
     def __post_init__(self) -> None:
-        _check_table("voices", self.voices, GENDERS, sequence=True)
-        _check_table("speed_phrases", self.speed, SPEEDS)
-        _check_table("pitch_phrases", self.pitch, PITCHES)
-        _check_table("emotion_delivery", self.delivery, EMOTIONS)
-        _check_table("emotion_tone", self.tone, EMOTIONS)
+        check_label_table("voices", self.voices, GENDERS, sequence=True)
+        check_label_table("speed_phrases", self.speed, SPEEDS)
+        check_label_table("pitch_phrases", self.pitch, PITCHES)
+        check_label_table("emotion_delivery", self.delivery, EMOTIONS)
+        check_label_table("emotion_tone", self.tone, EMOTIONS)
         if not isinstance(self.recording, str):
             raise ValueError(f"recording must be a string, got {type(self.recording).__name__}")
         # Lists from a config become tuples, so equal vocabularies compare equal.
         object.__setattr__(self, "voices", {g: tuple(self.voices[g]) for g in GENDERS})
-
-
-def _check_table(name: str, table: Any, labels: tuple[str, ...], sequence: bool = False) -> None:
-    if not isinstance(table, Mapping):
-        raise ValueError(f"{name} must be a mapping of {list(labels)}, got {type(table).__name__}")
-    missing = [label for label in labels if label not in table]
-    extra = sorted(str(k) for k in table if k not in labels)
-    if missing or extra:
-        raise ValueError(f"{name} must have exactly the keys {list(labels)}"
-                         f" (missing {missing}, unknown {extra})")
-    for label in labels:
-        value = table[label]
-        if sequence:
-            values = [] if isinstance(value, str | Mapping) else list(value)
-        else:
-            values = [value]
-        if not values or not all(isinstance(v, str) and v.strip() for v in values):
-            what = "a non-empty list of non-empty strings" if sequence else "a non-empty string"
-            raise ValueError(f"{name}.{label} must be {what}, got {value!r}")
 
 
 DEFAULT_VOCABULARY = Vocabulary(

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
-from omnistory_core.voices import VoiceLabels, voice_for, voice_labels
+from omnistory_core.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 GENDER_PHRASES: dict[str, str] = {"female": "female voice", "male": "male voice"}
 
@@ -44,28 +43,6 @@ RECORDING = "clear recording"
 
 
 
-def _check_table(name: str, table: Any, labels: tuple[str, ...], sequence: bool = False) -> None:
-    if not isinstance(table, Mapping):
-        raise ValueError(f"{name} must be a mapping of {list(labels)}, got {type(table).__name__}")
-    missing = [label for label in labels if label not in table]
-    extra = sorted(str(k) for k in table if k not in labels)
-    if missing or extra:
-        raise ValueError(f"{name} must have exactly the keys {list(labels)}"
-                         f" (missing {missing}, unknown {extra})")
-    for label in labels:
-        value = table[label]
-        if sequence:
-            values = [] if isinstance(value, str | Mapping) else list(value)
-        else:
-            values = [value]
-        if not values or not all(isinstance(v, str) and v.strip() for v in values):
-            what = "a non-empty list of non-empty strings" if sequence else "a non-empty string"
-            raise ValueError(f"{name}.{label} must be {what}, got {value!r}")
-        if any(c in v for v in values for c in "()"):
-            # A parenthesis would end the description early and be spoken as text.
-            raise ValueError(f"{name}.{label} must not contain parentheses, got {value!r}")
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """Everything that words a description; each mapping covers every label of its field."""
@@ -78,11 +55,13 @@ class Vocabulary:
     recording: str
 
     def __post_init__(self) -> None:
-        _check_table("gender_phrases", self.gender, GENDERS)
-        _check_table("characters", self.characters, GENDERS, sequence=True)
-        _check_table("tone_phrases", self.tone, EMOTIONS)
-        _check_table("pace_phrases", self.pace, SPEEDS)
-        _check_table("pitch_phrases", self.pitch, PITCHES)
+        check_label_table("gender_phrases", self.gender, GENDERS, forbidden_chars="()")
+        check_label_table(
+            "characters", self.characters, GENDERS, sequence=True, forbidden_chars="()"
+        )
+        check_label_table("tone_phrases", self.tone, EMOTIONS, forbidden_chars="()")
+        check_label_table("pace_phrases", self.pace, SPEEDS, forbidden_chars="()")
+        check_label_table("pitch_phrases", self.pitch, PITCHES, forbidden_chars="()")
         if not isinstance(self.recording, str) or any(c in self.recording for c in "()"):
             raise ValueError(f"recording must be a string without parentheses,"
                              f" got {self.recording!r}")
