@@ -151,32 +151,31 @@ def narration_lengths(result) -> dict[str, float]:
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory."""
     from omnistory_core.engine.isolation import maybe_isolate
-    from omnistory_core.engine.job import STAGES, build_component, run_job
+    from omnistory_core.engine.job import build_component, run_job, source_group
     from omnistory_core.engine.outputs import materialize
     from omnistory_core.engine.store import Store, atomic_write_bytes
+    from omnistory_core.engine.system import resolve_system
     from omnistory_core.plugins import load_plugins
 
     started = time.time()
     install_log_filter()
     registry = load_plugins()
+    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    system = resolve_system(plain_cfg, registry)  # refuses incoherent systems before any load
     spec = dataset_spec(cfg)
     examples, fingerprint = load_examples(spec)
     components = {
-        stage: build_component(
-            registry,
-            stage,
-            OmegaConf.to_container(cfg[stage], resolve=True),
-            seed=int(cfg.seed),
-            allow_oracle=bool(cfg.allow_oracle),
+        group: build_component(
+            registry, group, node, seed=int(cfg.seed), allow_oracle=bool(cfg.allow_oracle)
         )
-        for stage in STAGES
+        for group, node in system.specs.items()
     }
     store = Store(Path(cfg.engine.store).resolve())
-    for stage in STAGES:
-        runner = OmegaConf.to_container(cfg[stage], resolve=True).get("runner")
-        components[stage] = maybe_isolate(components[stage], runner, store.root)
+    for group, node in system.specs.items():
+        components[group] = maybe_isolate(components[group], node.get("runner"), store.root)
+    source = source_group(components)
     oracle = any(c.oracle for c in components.values())
-    system_id = str(cfg.system_id)
+    system_id = system.system_id
     label = f"{system_id}{' [ORACLE]' if oracle else ''}"
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
     with progress_bars(bool(cfg.engine.progress)) as progress:
@@ -188,12 +187,12 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             progress=progress,
         )
     missing = materialize(output_dir, result, store)
-    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
     manifest = {
         "status": "complete",
         "system_id": system_id,
         "oracle": oracle,
-        "paradigm": str(cfg.paradigm),
+        "paradigm": system.paradigm,
+        "stages": list(components),
         "components": {s: component_manifest(c, registry) for s, c in components.items()},
         "dataset": {**spec, "n_examples": len(examples), "fingerprint": fingerprint},
         "seed": int(cfg.seed),
@@ -202,9 +201,9 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         "missing": missing,
         "narration_chars": narration_lengths(result),
         # usage behind this job's outputs (cached or not) and what this run actually spent
-        "usage": {"planner": sum_usage(result.plans)},
+        "usage": {source: sum_usage(result.plans)},
         "usage_this_run": {
-            "planner": sum_usage(result.plans, result.stats[components["planner"].key()].computed)
+            source: sum_usage(result.plans, result.stats[components[source].key()].computed)
         },
         "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
         "config": plain_cfg,

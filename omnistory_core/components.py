@@ -1,4 +1,4 @@
-"""Component base classes: planners, image experts, TTS experts (and later backbones).
+"""Component base classes: planners, backbones, image experts, TTS experts, metrics, judges.
 
 A component is a class registered through a plugin hook.  It declares
 
@@ -9,7 +9,14 @@ A component is a class registered through a plugin hook.  It declares
   planner, and a component cannot see anything it did not declare (the reference included);
 * ``runtime_params``: parameters that do not change outputs (concurrency, timeouts, endpoints);
   every other parameter goes into the cache key;
-* ``oracle = True`` if it reads the reference (only allowed with ``allow_oracle=true``).
+* ``oracle = True`` if it reads the reference (only allowed with ``allow_oracle=true``);
+* ``baseline = True`` for a heuristic stand-in that is not a model (the ``template`` and ``copy``
+  planners): a system led by one is reported under the ``baseline`` paradigm.
+
+A system is the stages its components imply: a :class:`Planner` writes a plan that an image expert
+and a TTS expert render (orchestration); a :class:`Backbone` makes the modalities in its
+``produces`` natively and hands the plan fields of the others to experts (semi-orchestration T+I
+or T+S), or makes all three (any-to-any).
 
 Heavy libraries are imported in ``load()``, never at module import.
 
@@ -89,6 +96,33 @@ class Audio:
     sample_rate: int
 
 
+#: what a backbone may declare in ``produces``
+BACKBONE_MODALITIES: frozenset[str] = frozenset({"text", "image", "speech"})
+
+
+@dataclass
+class BackboneOutput:
+    """What a backbone returns for one example: one store record holds all of it.
+
+    * ``text`` -- the next-page narration;
+    * ``image`` -- the next illustration (``PIL.Image.Image`` or PNG bytes);
+    * ``speech`` -- the spoken character utterance (:class:`Audio`);
+    * ``plan`` -- what the experts need for the modalities the backbone does not produce: the
+      ``image_prompt`` and/or ``speech`` fields of the plan schema, as a dict, or the model's raw
+      text (a ``str``), which the engine parses with the plan parser's repairs;
+    * ``failures`` -- per omitted modality, why (a :class:`Failure` with its category); a produced
+      modality that is ``None`` with no entry here is recorded as ``backbone_no_<modality>``;
+    * ``usage`` -- token counts, cost, passes: anything JSON-able.
+    """
+
+    text: str | None = None
+    image: Any = None  # PIL.Image.Image | bytes | None
+    speech: Audio | None = None
+    plan: dict[str, Any] | str | None = None
+    failures: dict[str, Failure] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
 class ComponentError(Exception):
     """Raised by a component for one item; becomes a `model_error` failure (or its category)."""
 
@@ -104,6 +138,7 @@ class Component:
     reads: ClassVar[tuple[str, ...]] = ()
     runtime_params: ClassVar[tuple[str, ...]] = ()
     oracle: ClassVar[bool] = False
+    baseline: ClassVar[bool] = False
     default_batch_size: ClassVar[int] = 1
     description: ClassVar[str] = ""
 
@@ -149,6 +184,23 @@ class Planner(Component):
     """VLM -> Plan.  Returns :class:`PlannerResponse` (raw text) per item."""
 
     kind = "planner"
+    reads = EXAMPLE_INPUTS
+
+
+class Backbone(Component):
+    """A semi-orchestration or any-to-any model.  Returns one :class:`BackboneOutput` per item.
+
+    ``produces`` is the non-empty set of modalities (``text``, ``image``, ``speech``) the model
+    generates natively; the engine asks experts for the others, from the plan fields the backbone
+    returns: ``{"text", "image"}`` is semi-orchestration T+I (a TTS expert speaks
+    ``plan["speech"]``), ``{"text", "speech"}`` is T+S (an image expert draws
+    ``plan["image_prompt"]``), all three is any-to-any.  However many passes the model makes inside
+    ``run_one``, one call per example is one cached record, shared by every system that differs only
+    in its experts.
+    """
+
+    kind = "backbone"
+    produces: ClassVar[frozenset[str]] = frozenset()
     reads = EXAMPLE_INPUTS
 
 
@@ -201,6 +253,9 @@ class TTSExpert(Component):
 __all__ = [
     "ALL_INPUTS",
     "Audio",
+    "BACKBONE_MODALITIES",
+    "Backbone",
+    "BackboneOutput",
     "Component",
     "ComponentError",
     "CANDIDATE_INPUTS",

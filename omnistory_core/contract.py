@@ -34,6 +34,9 @@ FailureCategory = Literal[
     "timeout",
     "upstream_failed",
     "not_produced",
+    "backbone_no_text",
+    "backbone_no_image",
+    "backbone_no_speech",
 ]
 FAILURE_CATEGORIES: tuple[str, ...] = FailureCategory.__args__  # type: ignore[attr-defined]
 

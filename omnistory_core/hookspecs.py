@@ -41,7 +41,8 @@ def register_tts_experts(register):
 
 @hookspec
 def register_backbones(register):
-    """Register backbone components (semi-orchestration and any-to-any models)."""
+    """Register :class:`omnistory_core.components.Backbone` subclasses (semi-orchestration and
+    any-to-any models); each declares ``produces``, the modalities it makes natively."""
 
 
 @hookspec

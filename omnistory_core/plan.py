@@ -215,6 +215,99 @@ def parse_plan(raw_text: str) -> PlanParseResult:
         )
 
 
+@dataclass(frozen=True)
+class PartialPlanResult:
+    """Outcome of :func:`parse_partial_plan`: the requested fields that are usable, and why each
+    of the others is not (``failure`` is set instead when no JSON object could be recovered)."""
+
+    values: dict[str, str]
+    problems: dict[str, Failure]
+    failure: Failure | None = None
+    repairs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "values": dict(self.values),
+            "problems": {k: v.to_dict() for k, v in self.problems.items()},
+            "failure": self.failure.to_dict() if self.failure is not None else None,
+            "repairs": list(self.repairs),
+        }
+
+
+def parse_partial_plan(
+    raw: dict[str, Any] | str | None, paths: tuple[str, ...]
+) -> PartialPlanResult:
+    """Validate only ``paths`` (``image_prompt``, ``narration``, ``speech.utterance``, ...) of a
+    backbone's plan; never raises.
+
+    A backbone hands experts just the plan fields of the modalities it does not make itself, so a
+    T+S model's plan has no ``speech`` and a T+I model's none of ``image_prompt``.  The same
+    syntax repairs and value rules as :func:`parse_plan` apply per field; an absent field is
+    reported as ``upstream_failed`` (the expert that needs it has no input), a present but unusable
+    one with the category ``parse_plan`` would give it.  A ``str`` is raw model text.
+    """
+    repairs = _Repairs()
+    try:
+        if raw is None:
+            return PartialPlanResult(
+                {}, {}, Failure("upstream_failed", "the backbone returned no plan")
+            )
+        if isinstance(raw, str):
+            obj, error = _locate_object(raw, repairs)
+            if error is not None:
+                return PartialPlanResult(
+                    {}, {}, Failure("plan_json_error", error), repairs.as_list()
+                )
+        elif isinstance(raw, dict):
+            obj = raw
+        else:
+            return PartialPlanResult(
+                {},
+                {},
+                Failure("plan_json_error", f"plan must be a dict or str, got {_type_name(raw)}"),
+            )
+        assert obj is not None
+        if not any(k in obj for k in PLAN_FIELDS) and any(k in obj for k in _OFFICIAL_TOP):
+            obj = _map_official(obj, repairs)
+        values: dict[str, str] = {}
+        problems: dict[str, Failure] = {}
+        for path in paths:
+            head, _, leaf = path.partition(".")
+            container: Any = obj
+            if leaf:
+                container = obj.get(head, _MISSING)
+                if not isinstance(container, dict):
+                    problems[path] = Failure(
+                        "upstream_failed",
+                        f"the backbone's plan has no {head} object (needed: {path})",
+                    )
+                    continue
+            key = leaf or head
+            value = container.get(key, _MISSING)
+            if value is _MISSING or value is None:
+                problems[path] = Failure("upstream_failed", f"the backbone's plan has no {path}")
+                continue
+            found: list[tuple[str, str]] = []
+
+            def report(category: str, _path: str, message: str, _found=found) -> None:
+                _found.append((category, message))
+
+            if key in LABEL_FIELDS:
+                checked = _check_label(value, key, path, report, repairs)
+            else:
+                checked = _check_text(value, key, report)
+            if found:
+                category, message = found[0]
+                problems[path] = Failure(category, f"{path}: {message}")
+            else:
+                values[path] = checked
+        return PartialPlanResult(values, problems, None, repairs.as_list())
+    except Exception as exc:  # noqa: BLE001 - never raises, like parse_plan
+        return PartialPlanResult(
+            {}, {}, Failure("plan_json_error", f"plan could not be parsed ({type(exc).__name__})")
+        )
+
+
 def plan_to_json(plan: Plan) -> str:
     """Canonical JSON text of a plan (schema field order, compact, UTF-8 characters kept).
 
@@ -648,6 +741,8 @@ __all__ = [
     "LABEL_FIELDS",
     "OFFICIAL_PATHS",
     "PLAN_FAILURE_CATEGORIES",
+    "PartialPlanResult",
+    "parse_partial_plan",
     "PLAN_SCHEMA_VERSION",
     "REPAIRS",
     "PlanParseResult",

@@ -125,6 +125,13 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
                             f"{cls.__name__} has kind {getattr(cls, 'kind', None)!r},"
                             f" cannot register it as {_kind}"
                         )
+                    if _kind == "backbone":
+                        from omnistory_core.engine.system import ConfigError, check_produces
+
+                        try:
+                            check_produces(cls)
+                        except ConfigError as exc:
+                            raise PluginError(str(exc)) from None
                     key = (_kind, cls.name)
                     if key in registry.components and registry.components[key] is not cls:
                         _warn(

@@ -176,6 +176,7 @@ class TemplatePlanner(Planner):
     """
 
     name = "template"
+    baseline = True
     version = "1"
     reads = ("metadata", "conditions")
     description = "deterministic plan from conditions + metadata (keyword lexicon for labels)"
@@ -228,6 +229,7 @@ class CopyPlanner(Planner):
     """
 
     name = "copy"
+    baseline = True
     version = "1"
     reads = ("current_text",)
     description = "repeats the current narration (nothing-happens baseline)"
@@ -253,6 +255,7 @@ class OraclePlanner(Planner):
     """ORACLE: returns the reference narration and target speech.  For validating metrics only."""
 
     name = "oracle"
+    baseline = True
     version = "1"
     oracle = True
     reads = ("reference_text", "reference_speech", "conditions")
@@ -271,6 +274,7 @@ class NoopPlanner(Planner):
     """
 
     name = "noop"
+    baseline = True
     version = "1"
     reads = ("current_text",)
     runtime_params = ("delay_s",)

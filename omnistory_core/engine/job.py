@@ -1,11 +1,13 @@
 """One job = one system over one dataset, run stage-major through the content-addressed store.
 
-Order: all plans, then all images, then all speech.  A model is loaded on the first cache miss of
+Order: all plans (a planner) or all backbone calls, then all images, then all speech (each expert
+stage only for a modality the backbone does not make).  A model is loaded on the first cache miss of
 its stage and released before the next stage, so peak memory is the largest stage, not the sum.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.components import (
-    PLAN_INPUTS,
     REFERENCE_INPUTS,
     Component,
     Media,
@@ -22,27 +23,33 @@ from omnistory_core.contract import Failure, Plan, StoryExample
 from omnistory_core.engine.hashing import sha256_file
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
 from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.engine.system import ConfigError
 from omnistory_core.plugins import Registry
 
 log = logging.getLogger("omnistory")
 
+__all__ = ["ConfigError", "JobResult", "PlanOutcome", "build_component", "run_job"]
+
 #: stage order of an orchestration system
 STAGES: tuple[str, ...] = ("planner", "image", "tts")
+#: every group a system may have, in stage order
+GROUPS: tuple[str, ...] = ("planner", "backbone", "image", "tts")
 #: which output modality a stage produces
 STAGE_MODALITY = {"image": "image", "tts": "speech"}
 #: component kinds that generate outputs (and must never see the reference unless oracle)
 GENERATION_KINDS = ("planner", "image", "tts", "backbone")
 #: config keys that describe how a component runs rather than what it is
-RESERVED_KEYS = {"name", "runner"}
-
-
-class ConfigError(Exception):
-    """A configuration that cannot run (unknown component, oracle without the flag, ...)."""
+RESERVED_KEYS = {"name", "runner", "default_choice"}
 
 
 @dataclass
 class PlanOutcome:
-    """The planner stage's result for one example."""
+    """The planning stage's result for one example (a planner's plan or a backbone's plan fields).
+
+    ``fields`` are the plan inputs experts may read (``image_prompt``, ``utterance``, ...,
+    ``narration``); ``problems`` says, per plan path, why a field a backbone should have given is
+    unusable.  ``plan`` is set only for a complete plan (orchestration).
+    """
 
     raw: str | None
     plan: Plan | None
@@ -50,6 +57,8 @@ class PlanOutcome:
     repairs: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    problems: dict[str, Failure] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +68,8 @@ class JobResult:
     media: dict[str, dict[int, CallRecord | Failure]]
     stats: dict[str, ComponentStats]
     components: dict[str, Component]
+    #: per example: the narration, or why there is none
+    text: dict[int, str | Failure] = field(default_factory=dict)
 
 
 def build_component(
@@ -76,6 +87,10 @@ def build_component(
     forbidden = [r for r in cls.reads if r in REFERENCE_INPUTS and not cls.oracle]
     if forbidden and kind in GENERATION_KINDS:
         raise ConfigError(f"{cls.key()} reads {forbidden} but is not declared oracle")
+    if kind == "backbone":
+        from omnistory_core.engine.system import check_produces
+
+        check_produces(cls)
     params = {k: v for k, v in spec.items() if k not in RESERVED_KEYS}
     params.setdefault("seed", seed)
     return cls(**params)
@@ -128,6 +143,19 @@ def project(component: Component, pool: dict[str, Any]) -> dict[str, Any]:
     return {name: pool[name] for name in component.reads}
 
 
+#: plan input name (what an expert declares in ``reads``) -> plan schema path
+PLAN_PATHS: dict[str, str] = {
+    "narration": "narration",
+    "image_prompt": "image_prompt",
+    **{f: f"speech.{f}" for f in ("utterance", "speaker", "emotion", "speed", "pitch", "gender")},
+}
+
+
+def source_group(components: Mapping[str, Component]) -> str:
+    """The group that plans: ``backbone`` when the system has one, else ``planner``."""
+    return "backbone" if "backbone" in components else "planner"
+
+
 def run_job(
     *,
     examples: list[StoryExample],
@@ -136,9 +164,13 @@ def run_job(
     retry_failures: bool = False,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> JobResult:
-    """Run planner -> image -> tts over the examples, stage-major, through the store."""
-    from omnistory_core.plan import parse_plan
+    """Run the system's stages over the examples, stage-major, through the store.
 
+    ``components`` maps groups to components: ``planner``, ``image``, ``tts`` (orchestration) or
+    ``backbone`` plus an expert for each modality it does not produce (see
+    :func:`omnistory_core.engine.system.system_shape`).  First the planner or backbone for every
+    example, then each expert over all examples.
+    """
     media = MediaHasher()
     stats = {c.key(): ComponentStats() for c in components.values()}
     pools = {
@@ -147,55 +179,53 @@ def run_job(
     }
     progress = progress or (lambda label, total: lambda n: None)
 
-    # -- stage 1: plans -------------------------------------------------------------------
-    planner = components["planner"]
-    lazy = LazyComponent(planner, stats[planner.key()])
+    # -- stage 1: plans (a planner) or native outputs + plans (a backbone) --------------------
+    group = source_group(components)
+    source = components[group]
+    lazy = LazyComponent(source, stats[source.key()])
     records = run_stage(
         lazy,
-        [StageItem(ex.index, project(planner, pools[ex.index])) for ex in examples],
+        [StageItem(ex.index, project(source, pools[ex.index])) for ex in examples],
         store,
         retry_failures=retry_failures,
-        advance=progress(f"plans    {planner.key()}", len(examples)),
+        advance=progress(
+            f"{'plans' if group == 'planner' else 'backbone'}    {source.key()}", len(examples)
+        ),
     )
     lazy.release()
-    plans: dict[int, PlanOutcome] = {}
-    for ex in examples:
-        record = records[ex.index]
-        if isinstance(record, Failure):  # pragma: no cover - planners have no upstream
-            plans[ex.index] = PlanOutcome(None, None, record)
-        elif record.status != "ok":
-            plans[ex.index] = PlanOutcome(
-                None,
-                None,
-                Failure.from_dict(record.failure or {"category": "model_error"}),
-                key=record.key,
+    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
+    if group == "planner":
+        plans = {ex.index: _plan_outcome(records[ex.index], stats[source.key()]) for ex in examples}
+        text = {ex.index: _planner_text(plans[ex.index]) for ex in examples}
+        native: dict[str, dict[int, CallRecord | Failure]] = {}
+    else:
+        needed = tuple(
+            dict.fromkeys(
+                PLAN_PATHS[r]
+                for c in experts.values()
+                for r in c.reads
+                if r in PLAN_PATHS
+                if r != "narration"
             )
-        else:
-            raw = record.output.get("text", "")
-            parsed = parse_plan(raw)
-            plans[ex.index] = PlanOutcome(
-                raw, parsed.plan, parsed.failure, list(parsed.repairs), record.usage, record.key
-            )
-            if parsed.failure is not None:
-                stats[planner.key()].failures += 1
+        )
+        plans, text, native = {}, {}, {m: {} for m in ("image", "speech") if m in source.produces}
+        for ex in examples:
+            outcome, ex_text, ex_native = _backbone_outcome(records[ex.index], source, needed)
+            plans[ex.index], text[ex.index] = outcome, ex_text
+            for modality, value in ex_native.items():
+                native[modality][ex.index] = value
 
-    # -- stages 2 and 3: experts ----------------------------------------------------------
-    media_results: dict[str, dict[int, CallRecord | Failure]] = {}
+    # -- experts: one stage per modality the source does not make ------------------------------
+    media_results: dict[str, dict[int, CallRecord | Failure]] = dict(native)
     for stage in ("image", "tts"):
+        if stage not in components:
+            continue
         component = components[stage]
         items = []
         for ex in examples:
             pool = dict(pools[ex.index])
-            outcome = plans[ex.index]
-            needs_plan = any(r in PLAN_INPUTS for r in component.reads)
-            blocked = None
-            if outcome.plan is not None:
-                pool.update(plan_inputs(outcome.plan))
-            if needs_plan and outcome.plan is None:
-                # A failed plan leaves all three outputs missing (as in the paper); each modality
-                # carries the plan's failure category so the failure table can attribute it.
-                reason = outcome.failure or Failure("upstream_failed", "no plan")
-                blocked = Failure(reason.category, f"plan failed: {reason.message}")
+            pool.update(plans[ex.index].fields)
+            blocked = _blocked(component, pool, plans[ex.index], text[ex.index])
             items.append(
                 StageItem(ex.index, None if blocked else project(component, pool), blocked)
             )
@@ -208,7 +238,126 @@ def run_job(
             advance=progress(f"{STAGE_MODALITY[stage]:<8} {component.key()}", len(examples)),
         )
         lazy.release()
-    return JobResult(examples, plans, media_results, stats, components)
+    return JobResult(examples, plans, media_results, stats, components, text)
+
+
+def _plan_outcome(record: CallRecord | Failure, stats: ComponentStats) -> PlanOutcome:
+    from omnistory_core.plan import parse_plan
+
+    if isinstance(record, Failure):  # pragma: no cover - planners have no upstream
+        return PlanOutcome(None, None, record)
+    if record.status != "ok":
+        return PlanOutcome(
+            None,
+            None,
+            Failure.from_dict(record.failure or {"category": "model_error"}),
+            key=record.key,
+        )
+    raw = record.output.get("text", "")
+    parsed = parse_plan(raw)
+    if parsed.failure is not None:
+        stats.failures += 1
+    outcome = PlanOutcome(
+        raw, parsed.plan, parsed.failure, list(parsed.repairs), record.usage, record.key
+    )
+    if parsed.plan is not None:
+        outcome.fields = plan_inputs(parsed.plan)
+    return outcome
+
+
+def _planner_text(outcome: PlanOutcome) -> str | Failure:
+    if outcome.plan is None:
+        return outcome.failure or Failure("upstream_failed", "no plan")
+    if not outcome.plan.narration.strip():
+        return Failure("empty_output", "empty narration")
+    return outcome.plan.narration
+
+
+def _backbone_outcome(
+    record: CallRecord | Failure, backbone: Component, needed: tuple[str, ...]
+) -> tuple[PlanOutcome, str | Failure, dict[str, CallRecord | Failure]]:
+    """Split one backbone record into the plan fields experts need, the narration and the native
+    media, each modality with its own failure."""
+    from omnistory_core.plan import parse_partial_plan
+
+    produces = getattr(backbone, "produces", frozenset())
+    if isinstance(record, Failure) or record.status != "ok":
+        failure = (
+            record
+            if isinstance(record, Failure)
+            else Failure.from_dict(record.failure or {"category": "model_error"})
+        )
+        key = None if isinstance(record, Failure) else record.key
+        native = {m: failure for m in ("image", "speech") if m in produces}
+        return PlanOutcome(None, None, failure, key=key), failure, native
+    out = record.output
+    omitted = {m: Failure.from_dict(f) for m, f in (out.get("failures") or {}).items()}
+
+    def missing(modality: str) -> Failure:
+        return omitted.get(modality) or Failure(
+            f"backbone_no_{modality}", f"{backbone.key()} returned no {modality}"
+        )
+
+    text: str | Failure
+    raw_text = out.get("text")
+    if not isinstance(raw_text, str):
+        text = missing("text")
+    elif not raw_text.strip():
+        text = omitted.get("text") or Failure("empty_output", f"{backbone.key()}: empty narration")
+    else:
+        text = raw_text
+    native: dict[str, CallRecord | Failure] = {}
+    for modality in ("image", "speech"):
+        if modality not in produces:
+            continue
+        blob = out.get(modality)
+        native[modality] = (
+            CallRecord(key=record.key, component=record.component, status="ok", output=blob)
+            if isinstance(blob, dict) and blob.get("blob")
+            else missing(modality)
+        )
+    raw_plan = out.get("plan")
+    partial = parse_partial_plan(raw_plan, needed) if needed else None
+    fields = {
+        name: partial.values[path]
+        for name, path in PLAN_PATHS.items()
+        if partial is not None and path in partial.values
+    }
+    if isinstance(text, str):
+        fields["narration"] = text
+    outcome = PlanOutcome(
+        raw=raw_plan
+        if isinstance(raw_plan, str) or raw_plan is None
+        else json.dumps(raw_plan, ensure_ascii=False, sort_keys=True),
+        plan=None,
+        failure=partial.failure if partial is not None else None,
+        repairs=list(partial.repairs) if partial is not None else [],
+        usage=record.usage,
+        key=record.key,
+        fields=fields,
+        problems={} if partial is None else dict(partial.problems),
+    )
+    return outcome, text, native
+
+
+def _blocked(
+    component: Component, pool: dict[str, Any], outcome: PlanOutcome, text: str | Failure
+) -> Failure | None:
+    """Why an expert cannot run on this example (the first plan input it lacks), or None."""
+    for name in component.reads:
+        if name not in PLAN_PATHS or name in pool:
+            continue
+        if outcome.plan is None and outcome.failure is not None:
+            # A failed plan leaves every output that needs it missing (as in the paper); each
+            # modality carries the plan's category so the failure table can attribute it.
+            return Failure(outcome.failure.category, f"plan failed: {outcome.failure.message}")
+        if name == "narration" and isinstance(text, Failure):
+            return Failure(text.category, f"no narration for {component.key()}: {text.message}")
+        problem = outcome.problems.get(PLAN_PATHS[name])
+        if problem is not None:
+            return problem
+        return Failure("upstream_failed", f"no plan field {PLAN_PATHS[name]} for {component.key()}")
+    return None
 
 
 def store_for(output_root: str | Path) -> Store:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.contract import MODALITIES, Failure
-from omnistory_core.engine.job import JobResult
+from omnistory_core.engine.job import PLAN_PATHS, JobResult
 from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
 
 OUTPUT_FILES = {"text": "generated.txt", "image": "generated.png", "speech": "generated.wav"}
@@ -41,12 +41,24 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def text_outcome(result: JobResult, index: int) -> str | Failure:
-    outcome = result.plans[index]
-    if outcome.plan is None:
-        return outcome.failure or Failure("upstream_failed", "no plan")
-    if not outcome.plan.narration.strip():
-        return Failure("empty_output", "empty narration")
-    return outcome.plan.narration
+    """The narration of one example, or why there is none."""
+    return result.text[index]
+
+
+def _plan_record(outcome) -> dict[str, Any] | None:
+    """The plan as the experts saw it: complete (a planner) or the fields a backbone gave."""
+    if outcome.plan is not None:
+        return outcome.plan.to_dict()
+    if not outcome.fields:
+        return None
+    plan: dict[str, Any] = {}
+    for name, value in outcome.fields.items():
+        path = PLAN_PATHS[name]
+        if path.startswith("speech."):
+            plan.setdefault("speech", {})[path.split(".", 1)[1]] = value
+        else:
+            plan[path] = value
+    return plan
 
 
 def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int]:
@@ -92,9 +104,10 @@ def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int
                 "index": i,
                 "example_id": ex.id,
                 "raw": outcome.raw,
-                "plan": outcome.plan.to_dict() if outcome.plan else None,
+                "plan": _plan_record(outcome),
                 "repairs": outcome.repairs,
                 "failure": outcome.failure.to_dict() if outcome.failure else None,
+                "problems": {k: v.to_dict() for k, v in outcome.problems.items()},
                 "usage": outcome.usage,
                 "call_key": outcome.key,
             }

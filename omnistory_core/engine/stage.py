@@ -8,7 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnistory_core.components import Audio, Component, ComponentError, EvalResult, PlannerResponse
+from omnistory_core.components import (
+    Audio,
+    BackboneOutput,
+    Component,
+    ComponentError,
+    EvalResult,
+    PlannerResponse,
+)
 from omnistory_core.contract import Failure
 from omnistory_core.engine.hashing import call_key
 from omnistory_core.engine.store import CallRecord, Store
@@ -24,8 +31,12 @@ class ComponentStats:
     computed: set[str] = field(default_factory=set, repr=False)
 
     def to_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "failures": self.failures,
-                "loads": self.loads}
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "failures": self.failures,
+            "loads": self.loads,
+        }
 
 
 class LazyComponent:
@@ -89,12 +100,56 @@ def encode_result(kind: str, result: Any, store: Store) -> tuple[str, dict, dict
         if not isinstance(result, Audio):
             raise TypeError(f"tts expert returned {type(result).__name__}, expected Audio")
         return "ok", {"blob": store.put_blob(_wav_bytes(result), "wav"), "ext": "wav"}, None, {}
+    if kind == "backbone":
+        if not isinstance(result, BackboneOutput):
+            raise TypeError(f"backbone returned {type(result).__name__}, expected BackboneOutput")
+        return "ok", encode_backbone_output(result, store), None, dict(result.usage)
     if kind in ("metric", "judge"):
         if not isinstance(result, EvalResult):
             raise TypeError(f"{kind} returned {type(result).__name__}, expected EvalResult")
         out = {"scores": result.scores, "status": result.status, "detail": result.detail}
         return "ok", out, None, dict(result.detail.get("usage", {}) or {})
     raise ValueError(f"no encoder for component kind {kind!r}")
+
+
+def encode_backbone_output(result: BackboneOutput, store: Store) -> dict[str, Any]:
+    """One record for everything a backbone made: narration, plan, media blobs, and per-modality
+    failures (an unencodable image or an empty waveform fails that modality only)."""
+    import json
+
+    failures = {m: f.to_dict() for m, f in (result.failures or {}).items()}
+    out: dict[str, Any] = {"text": result.text, "plan": result.plan}
+    if result.text is not None and not isinstance(result.text, str):
+        raise TypeError(f"BackboneOutput.text must be a str, got {type(result.text).__name__}")
+    if result.plan is not None and not isinstance(result.plan, dict | str):
+        raise TypeError(
+            f"BackboneOutput.plan must be a dict or str, got {type(result.plan).__name__}"
+        )
+    json.dumps(result.plan)  # the plan lives in the record: it must be JSON
+    encoders = (
+        (
+            "image",
+            result.image,
+            lambda v: bytes(v) if isinstance(v, bytes | bytearray) else _png_bytes(v),
+            "png",
+        ),
+        ("speech", result.speech, _audio_bytes, "wav"),
+    )
+    for modality, value, encode, ext in encoders:
+        if value is None:
+            continue
+        try:
+            out[modality] = {"blob": store.put_blob(encode(value), ext), "ext": ext}
+        except Exception as exc:  # noqa: BLE001 - recorded per modality, the others survive
+            failures[modality] = exception_failure(exc).to_dict()
+    out["failures"] = failures
+    return out
+
+
+def _audio_bytes(value: Any) -> bytes:
+    if not isinstance(value, Audio):
+        raise TypeError(f"BackboneOutput.speech must be Audio, got {type(value).__name__}")
+    return _wav_bytes(value)
 
 
 def exception_failure(exc: BaseException) -> Failure:
@@ -228,8 +283,9 @@ def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
             failure = exception_failure(exc)
             failure = Failure(failure.category, f"load failed: {failure.message}")
             for key, lock in mine:
-                record = CallRecord(key=key, component=component.key(), status="failure",
-                                    failure=failure.to_dict())
+                record = CallRecord(
+                    key=key, component=component.key(), status="failure", failure=failure.to_dict()
+                )
                 finish(key, record, computed=False)
                 lock.release()
             return

@@ -7,6 +7,9 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omnistory_paper.plugin import ORCHESTRATION
 
+from omnistory_core.engine.system import job_config, resolve_system
+from omnistory_core.plugins import load_plugins
+
 
 def _compose(overrides: list[str]):
     GlobalHydra.instance().clear()
@@ -30,7 +33,8 @@ def test_preset_composes(system: str) -> None:
     planner, image, tts = system.split("_")
     cfg = _compose([f"system={system}"])
     assert (cfg.planner.name, cfg.image.name, cfg.tts.name) == (planner, image, tts)
-    assert cfg.system_id == system and cfg.paradigm == "orchestration"
+    assert cfg.system_id == system
+    assert resolve_system(job_config(cfg), load_plugins()).paradigm == "orchestration"
 
 
 def test_suite_orchestration_sweeps_exactly_the_eighteen() -> None:

@@ -13,6 +13,7 @@ class InstructionPlanner(Planner):
     """Narration = the next page's text instruction; speech = the first speaker's intent."""
 
     name = "instruction"
+    baseline = True  # a rule, not a model: its systems are reported as baselines
     version = "1"
     reads = ("conditions", "metadata")  # only these reach run_one, and only these key the cache
 
