@@ -1,0 +1,1 @@
+"""Example omnistory backbones: copy this distribution to add an omnimodal model."""
