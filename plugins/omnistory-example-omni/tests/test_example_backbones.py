@@ -1,4 +1,4 @@
-"""The example backbones through the real CLI: shapes, one call per example, omissions, isolation."""
+"""The example backbones through the real CLI: shapes, one call each, omissions, isolation."""
 
 from __future__ import annotations
 
