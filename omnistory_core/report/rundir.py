@@ -66,7 +66,8 @@ class SystemRun:
 
     @property
     def paradigm(self) -> str:
-        value = self.manifest.get("paradigm")
+        # the paper's tables group T+I and T+S under one semi-orchestration paradigm
+        value = str(self.manifest.get("paradigm") or "").split(" (", 1)[0]
         return value if value in PARADIGMS else "unknown"
 
     def index_of(self, example_id: str) -> int | None:
