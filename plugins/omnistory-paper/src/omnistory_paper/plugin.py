@@ -14,6 +14,14 @@ ORCHESTRATION: tuple[str, ...] = tuple(
     + [f"qwen35_{i}_voxcpm" for i in ("dev", "kontext", "nitro")]
 )
 
+#: the paper's 10 semi-orchestration systems (Section 5.1): a backbone that makes text and one other
+#: modality natively, plus an expert for the third; T+I backbones (MMaDA, Emu3) x TTS expert, T+S
+#: backbones (Qwen2.5-Omni, EMOVA) x image expert
+SEMI: tuple[str, ...] = tuple(
+    [f"{b}_{t}" for b in ("mmada", "emu3") for t in ("parler", "voxcpm")]
+    + [f"{b}_{i}" for b in ("qwen25omni", "emova") for i in ("dev", "kontext", "nitro")]
+)
+
 
 @hookimpl
 def register_config_paths(register):
