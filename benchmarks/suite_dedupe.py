@@ -2,8 +2,8 @@
 
 Runs ``python -m omnistory_core -m suite=SUITE`` on the demo with every model component replaced
 by its stand-in (``omnistory_core.testing.standins``: same names, reads, parameters and presets,
-instant deterministic outputs), then reads the store's own statistics (``sweep_stats.json``) and prints, per
-role (planner or backbone, image expert, TTS expert):
+instant deterministic outputs), then reads the store's own statistics (``sweep_stats.json``) and
+prints, per role (planner or backbone, image expert, TTS expert):
 
 * distinct calls per example: the model calls the sweep made, divided by the number of examples;
 * naive calls per example: one call per system that has that role (what running each system on its
