@@ -79,8 +79,12 @@ class Encoded:
     usage: dict[str, Any]
 
 
-def encode_result(kind: str, result: Any, store: Store) -> tuple[str, dict, dict | None, dict]:
-    """Turn a component's return value into (status, output, failure, usage) for a CallRecord."""
+def encode_result(
+    kind: str, result: Any, store: Store, produces: frozenset[str] | None = None
+) -> tuple[str, dict, dict | None, dict]:
+    """Turn a component's return value into (status, output, failure, usage) for a CallRecord.
+
+    ``produces``: a backbone's modalities, so that one it left out is recorded in the record."""
     if isinstance(result, Encoded):
         return result.status, result.output, result.failure, result.usage
     if isinstance(result, Failure):
@@ -103,7 +107,15 @@ def encode_result(kind: str, result: Any, store: Store) -> tuple[str, dict, dict
     if kind == "backbone":
         if not isinstance(result, BackboneOutput):
             raise TypeError(f"backbone returned {type(result).__name__}, expected BackboneOutput")
-        return "ok", encode_backbone_output(result, store), None, dict(result.usage)
+        out = encode_backbone_output(result, store)
+        for modality in sorted(produces or ()):
+            present = out.get(modality) if modality != "text" else out.get("text")
+            if present is None and modality not in out["failures"]:
+                out["failures"][modality] = {
+                    "category": f"backbone_no_{modality}",
+                    "message": f"the backbone returned no {modality}",
+                }
+        return "ok", out, None, dict(result.usage)
     if kind in ("metric", "judge"):
         if not isinstance(result, EvalResult):
             raise TypeError(f"{kind} returned {type(result).__name__}, expected EvalResult")
@@ -183,6 +195,8 @@ def _wav_bytes(audio: Audio) -> bytes:
 def is_failure(record: CallRecord) -> bool:
     """A failed call, including evaluator results kept for audit whose inference failed."""
     if record.status != "ok":
+        return True
+    if record.output.get("failures"):  # a backbone call that left a modality out
         return True
     detail = record.output.get("detail") or {}
     return isinstance(detail, dict) and detail.get("inference_status") == "error"
@@ -317,7 +331,9 @@ def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
         for (key, lock), out in pairs:
             try:
                 try:
-                    status, output, failure, usage = encode_result(component.kind, out, store)
+                    status, output, failure, usage = encode_result(
+                        component.kind, out, store, getattr(component, "produces", None)
+                    )
                 except Exception as exc:  # malformed return value or empty waveform
                     status, output, failure, usage = (
                         "failure",

@@ -83,7 +83,9 @@ def serve(stdin, stdout) -> int:
                 results = []
                 for out in outputs:
                     try:
-                        status, output, failure, usage = encode_result(component.kind, out, store)
+                        status, output, failure, usage = encode_result(
+                            component.kind, out, store, getattr(component, "produces", None)
+                        )
                     except Exception as exc:
                         status, output, failure, usage = (
                             "failure",

@@ -153,6 +153,11 @@ def test_one_record_holds_every_artifact_and_failures_stay_per_modality(examples
     again = run_job(examples=examples, components={"backbone": Omni(seed=0)}, store=store)
     stats = again.stats["backbone/omni-test"]
     assert (stats.calls, stats.loads, stats.cache_hits) == (0, 0, 4)
+    # retry_failures recomputes the failed call and the one that left speech out, nothing else
+    Omni.calls = []
+    retry = run_job(examples=examples, components={"backbone": Omni(seed=0)}, store=store,
+                    retry_failures=True)
+    assert sorted(Omni.calls) == [1, 2, 3] and retry.stats["backbone/omni-test"].cache_hits == 1
 
 
 def test_partial_plans_feed_the_image_expert_or_say_which_field_is_missing(examples, tmp_path):
