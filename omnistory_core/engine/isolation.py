@@ -175,9 +175,7 @@ def maybe_isolate(component: Component, runner: Any, store_root: str | Path):
     """Wrap ``component`` in a worker when ``runner.python`` (or its environment variable) is
     set."""
     runner = dict(runner or {})
-    python = runner.get("python") or os.environ.get(
-        runner_env_var(component.kind, component.name)
-    )
+    python = runner.get("python") or os.environ.get(runner_env_var(component.kind, component.name))
     if not python:
         return component
     return IsolatedComponent(

@@ -155,8 +155,9 @@ def test_one_record_holds_every_artifact_and_failures_stay_per_modality(examples
     assert (stats.calls, stats.loads, stats.cache_hits) == (0, 0, 4)
     # retry_failures recomputes the failed call and the one that left speech out, nothing else
     Omni.calls = []
-    retry = run_job(examples=examples, components={"backbone": Omni(seed=0)}, store=store,
-                    retry_failures=True)
+    retry = run_job(
+        examples=examples, components={"backbone": Omni(seed=0)}, store=store, retry_failures=True
+    )
     assert sorted(Omni.calls) == [1, 2, 3] and retry.stats["backbone/omni-test"].cache_hits == 1
 
 
