@@ -148,6 +148,23 @@ def narration_lengths(result) -> dict[str, float]:
     }
 
 
+def named_on_command_line() -> set[str]:
+    """Groups whose component was named by a ``<group>.name=...`` override of this job."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except Exception:  # noqa: BLE001 - not inside a Hydra app (tests calling run directly)
+        return set()
+    named = set()
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        group, _, leaf = key.partition(".")
+        if leaf == "name":
+            named.add(group)
+    return named
+
+
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory."""
     from omnistory_core.engine.isolation import maybe_isolate
@@ -161,6 +178,9 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     install_log_filter()
     registry = load_plugins()
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    for group in named_on_command_line():
+        if isinstance(plain_cfg.get(group), dict):
+            plain_cfg[group].pop("default_choice", None)  # `++tts.name=espeak` is a choice
     system = resolve_system(plain_cfg, registry)  # refuses incoherent systems before any load
     spec = dataset_spec(cfg)
     examples, fingerprint = load_examples(spec)

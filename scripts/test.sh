@@ -23,11 +23,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test,metrics,judges]" \
-  ./plugins/omnistory-example-planner ./plugins/omnistory-openai ./plugins/omnistory-anthropic \
-  ./plugins/omnistory-vllm ./plugins/omnistory-flux ./plugins/omnistory-nitro \
-  ./plugins/omnistory-parler ./plugins/omnistory-voxcpm ./plugins/omnistory-dreamsim \
-  ./plugins/omnistory-paper
+# every first-party plugin, as a user installs a third-party one (not editable)
+.venv/bin/python -m pip install -q -e ".[test,metrics,judges]" ./plugins/*/
 
 if [ ! -x .venvs/tts/bin/python ]; then
   .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts

@@ -127,6 +127,7 @@ def test_a_backbone_must_declare_what_it_produces() -> None:
         (("backbone=example_ti",), "does not make speech and no tts expert was chosen"),
         (("~tts",), "nothing makes speech"),
         (("+judge=text-qwen3-30b-a3b",), "are not used by a generation run"),
+        (("backbone=example_omni", "++tts.name=espeak"), "makes speech natively"),
     ],
 )
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, args, message) -> None:
