@@ -1,0 +1,1 @@
+"""omnistory backbone ``hyperclova``: HyperCLOVA X SEED Omni 8B served by OmniServe (Track B)."""

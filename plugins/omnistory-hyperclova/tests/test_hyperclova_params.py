@@ -1,0 +1,122 @@
+"""Parameter validation, defaults and what goes into the cache key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from omnistory_hyperclova.backbone import DEFAULTS, RUNTIME, HyperClovaOmni
+
+from omnistory_core.engine.job import ConfigError
+from omnistory_core.plugins import load_plugins
+
+
+def test_registered_any_to_any() -> None:
+    cls = load_plugins().component("backbone", "hyperclova")
+    assert cls is HyperClovaOmni
+    assert cls.produces == frozenset({"text", "image", "speech"})
+    assert set(cls.requirements) >= {"openai>=3.57,<4", "httpx2", "soundfile>=0.12", "pillow>=10"}
+
+
+def test_yaml_lists_every_parameter_with_the_code_defaults() -> None:
+    from importlib.resources import files
+
+    text = (files("omnistory_hyperclova.conf") / "backbone" / "hyperclova.yaml").read_text()
+    conf = yaml.safe_load(text)
+    assert conf.pop("name") == "hyperclova"
+    assert conf.pop("model") == "${oc.env:OMNISTORY_MODEL_BACKBONE_HYPERCLOVA,track_b_model}"
+    expected = {k: v for k, v in DEFAULTS.items() if k not in ("model", "seed")}
+    assert conf == expected
+
+
+def test_defaults_follow_the_benchmark_runner() -> None:
+    p = HyperClovaOmni().params
+    assert p["model"] == "track_b_model"
+    assert (p["text_max_tokens"], p["image_max_tokens"], p["speech_max_tokens"]) == (
+        2048,
+        7000,
+        2048,
+    )
+    assert p["reasoning"] is True and p["thinking_token_budget"] == 1024
+    assert (p["image_attempts"], p["image_retry_delay_s"]) == (10, 1.5)
+    assert p["temperature"] is None and p["top_p"] is None and p["sampling_seed"] is None
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"modle": "x"}, "unknown parameter(s) modle; valid: api_key_env, base_url,"),
+        ({"max_concurrency": 0}, "backbone.max_concurrency must be an integer >= 1, got 0"),
+        ({"image_attempts": True}, "backbone.image_attempts must be an integer >= 1"),
+        ({"image_transport": "ftp"}, "backbone.image_transport must be one of data_url, http"),
+        ({"image_transport": "http"}, "image_transport=http needs backbone.image_http_root"),
+        (
+            {"image_transport": "http", "image_http_root": "/d", "image_base_url": "ftp://h"},
+            "backbone.image_base_url must be an http(s) URL",
+        ),
+        ({"tool_choice": "force"}, "backbone.tool_choice must be null or one of auto, required"),
+        ({"base_url": "localhost:8000"}, "backbone.base_url must be null or an http(s) URL"),
+        ({"timeout_s": 0}, "backbone.timeout_s must be a number > 0"),
+        ({"thinking_token_budget": -1}, "backbone.thinking_token_budget must be an integer >= 0"),
+        ({"reasoning": "yes"}, "backbone.reasoning must be true or false"),
+    ],
+)
+def test_bad_parameters_name_backbone_and_key(params: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        HyperClovaOmni(**params)
+    message = str(info.value)
+    assert message.startswith("backbone=hyperclova: ") and "\n" not in message
+    assert needle in message
+
+
+def test_runtime_params_stay_out_of_the_cache_key() -> None:
+    a = HyperClovaOmni(
+        base_url="http://a:1/b/v1",
+        max_concurrency=2,
+        image_attempts=3,
+        image_retry_delay_s=0.1,
+        timeout_s=5,
+        api_key_env="X",
+    )
+    b = HyperClovaOmni()
+    assert a.output_params() == b.output_params()
+    assert not set(RUNTIME) & set(b.output_params())
+    assert "prompts_sha256" in b.output_params()
+    assert HyperClovaOmni(text_max_tokens=100).output_params() != b.output_params()
+    assert HyperClovaOmni(reasoning=False).output_params() != b.output_params()
+
+
+def test_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMNISTORY_HYPERCLOVA_BASE_URL", raising=False)
+    assert HyperClovaOmni().base_url == "http://localhost:8000/b/v1"
+    monkeypatch.setenv("OMNISTORY_HYPERCLOVA_BASE_URL", "http://omni:9000/b/v1")
+    assert HyperClovaOmni().base_url == "http://omni:9000/b/v1"
+    assert HyperClovaOmni(base_url="http://x:1/b/v1").base_url == "http://x:1/b/v1"
+
+
+def test_model_env_override_through_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omegaconf import OmegaConf
+
+    monkeypatch.setenv("OMNISTORY_MODEL_BACKBONE_HYPERCLOVA", "my_track_b")
+    conf = OmegaConf.create({"model": DEFAULTS_MODEL_EXPR})
+    assert conf.model == "my_track_b"
+
+
+DEFAULTS_MODEL_EXPR = "${oc.env:OMNISTORY_MODEL_BACKBONE_HYPERCLOVA,track_b_model}"
+
+
+def test_plugin_import_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, omnistory_hyperclova.plugin, omnistory_hyperclova.backbone; "
+        "print(sorted(m for m in ('openai', 'httpx2', 'soundfile', 'torch') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_prefetch_needs_nothing() -> None:
+    from omnistory_core.prefetch import component_checkpoints
+
+    assert component_checkpoints("backbone", HyperClovaOmni, {"model": "track_b_model"}) == []
