@@ -344,3 +344,19 @@ def test_inline_audio_bytes_are_accepted() -> None:
         [out] = run(srv)
         assert all(not p.endswith(".wav") for p, _ in srv.media_requests)
     assert out.speech is not None and out.failures == {}
+
+
+def test_reasoning_split_off_by_the_server_is_counted_not_parsed() -> None:
+    with FakeOmniServe() as srv:
+        srv.script(
+            "text",
+            Reply(
+                message={
+                    "content": "NARRATION: a.\nSPEECH: b!",
+                    "reasoning_content": "NARRATION: draft",
+                }
+            ),
+        )
+        [out] = run(srv)
+    assert (out.text, out.usage["speech_line"]) == ("a.", "b!")
+    assert out.usage["reasoning_chars"] == len("NARRATION: draft")
