@@ -52,6 +52,7 @@ def test_paradigms_follow_what_the_backbone_produces() -> None:
             "instruction-copy-espeak",
         ),
         ({"backbone": {"name": "example_omni"}}, ("backbone",), "any-to-any", "example_omni"),
+        ({"backbone": {"name": "noop"}}, ("backbone",), "baseline", "noop"),
         (
             {"backbone": {"name": "example_ti"}, "tts": {"name": "noop"}},
             ("backbone", "tts"),
@@ -166,3 +167,11 @@ def test_default_choices_never_hide_an_explicit_one() -> None:
     config = cfg(backbone={"name": "example_omni"}, planner={"name": "template"})
     with pytest.raises(ConfigError, match="together"):
         resolve_system(config, load_plugins())
+
+
+def test_the_builtin_backbone_runs_a_complete_system(tmp_path: Path) -> None:
+    proc = run_cli("backbone=noop", "dataset.limit=2", "output_root=out", QUIET, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    job = tmp_path / "out" / "runs" / "demo" / "noop"
+    assert (job / "missing.txt").read_text() == ""
+    assert json.loads((job / "manifest.json").read_text())["stages"] == ["backbone"]

@@ -30,6 +30,13 @@ def register_tts_experts(register):
 
 
 @hookimpl
+def register_backbones(register):
+    from omnistory_core.builtin import noop_backbone
+
+    register(noop_backbone.NoopBackbone)
+
+
+@hookimpl
 def register_metrics(register):
     from omnistory_core.evaluation.metrics import METRICS
 

@@ -1,0 +1,35 @@
+"""``backbone=noop``: constant outputs in one call, for framework-overhead measurements.
+
+Any-to-any (text, image and speech from one call), so ``backbone=noop`` runs a complete system
+with no expert; ``delay_s`` (runtime only) simulates model latency.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from omnistory_core.components import Audio, Backbone, BackboneOutput
+
+
+class NoopBackbone(Backbone):
+    name = "noop"
+    version = "1"
+    baseline = True
+    produces = frozenset({"text", "image", "speech"})
+    reads = ("current_text",)
+    runtime_params = ("delay_s",)
+    description = "constant narration, flat image and tone from one call (framework overhead)"
+
+    def run_one(self, item: dict[str, Any]) -> BackboneOutput:
+        import numpy as np
+        from PIL import Image
+
+        time.sleep(float(self.params.get("delay_s") or 0.0))
+        sr = 16000
+        t = np.arange(int(0.25 * sr), dtype=np.float32) / sr
+        return BackboneOutput(
+            text='Nothing happens. "Hello," said the narrator.',
+            image=Image.new("RGB", (64, 64), (128, 128, 128)),
+            speech=Audio((0.1 * np.sin(2 * np.pi * 200.0 * t)).astype(np.float32), sr),
+        )
