@@ -175,3 +175,10 @@ def test_the_builtin_backbone_runs_a_complete_system(tmp_path: Path) -> None:
     job = tmp_path / "out" / "runs" / "demo" / "noop"
     assert (job / "missing.txt").read_text() == ""
     assert json.loads((job / "manifest.json").read_text())["stages"] == ["backbone"]
+
+
+def test_env_create_plans_a_backbone_environment(tmp_path: Path) -> None:
+    proc = run_cli("env", "create", "backbone=example_omni", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "venv .venvs/backbone-example_omni" in proc.stdout
+    assert "pillow>=10" in proc.stdout and "omnistory-example-omni" in proc.stdout
