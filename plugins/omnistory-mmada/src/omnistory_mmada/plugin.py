@@ -1,0 +1,18 @@
+"""The plugin module named by the ``omnistory`` entry point: registers ``backbone=mmada`` and the
+config directory holding its yaml.  Imports no torch."""
+
+from __future__ import annotations
+
+from omnistory_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_backbones(register):
+    from omnistory_mmada.backbone import MMaDA
+
+    register(MMaDA)
+
+
+@hookimpl
+def register_config_paths(register):
+    register("pkg://omnistory_mmada.conf")
