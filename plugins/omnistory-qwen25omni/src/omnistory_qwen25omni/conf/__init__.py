@@ -1,0 +1,1 @@
+"""Hydra configs shipped with omnistory-qwen25omni (backbone/qwen25omni.yaml)."""
