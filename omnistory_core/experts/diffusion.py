@@ -150,6 +150,48 @@ def item_seed(seed: int, *content: str) -> int:
     return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 
 
+#: how an item's generator seed is chosen (``seed_mode``)
+SEED_MODES = ("per_prompt", "fixed")
+
+
+def parse_seed_mode(owner: str, value: Any) -> str:
+    """``per_prompt`` (the default; also for null) or ``fixed``."""
+    mode = "per_prompt" if value is None else value
+    if mode not in SEED_MODES:
+        raise SettingsError(
+            f"{owner}: seed_mode must be one of {', '.join(SEED_MODES)}, got {value!r}"
+        )
+    return mode
+
+
+def generator_seed(mode: str, seed: int, *content: str) -> int:
+    """The seed of one item's generator.
+
+    ``per_prompt``: :func:`item_seed` of the run's ``seed`` and the item's content, so two prompts
+    start from different noise.  ``fixed``: ``seed`` itself for every item, as a runner that seeds
+    a fresh generator with the same number before each image does; two prompts then start from the
+    same noise.  Either way each item has its own generator, so an image never depends on its
+    batch-mates.
+    """
+    if mode == "fixed":
+        return int(seed)
+    if mode == "per_prompt":
+        return item_seed(seed, *content)
+    raise ValueError(f"unknown seed_mode {mode!r}")
+
+
+def key_without_defaults(params: dict[str, Any], values: Mapping[str, Any],
+                         defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` (a cache-key dict) with each key of ``values`` present only where its parsed
+    value differs from ``defaults``.  For parameters added after caches were written: at their
+    default, the cache key of an expert stays what it was before the parameter existed."""
+    out = {k: v for k, v in params.items() if k not in values}
+    for key, value in values.items():
+        if value != defaults[key]:
+            out[key] = value
+    return dict(sorted(out.items()))
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``."""
     import torch

@@ -142,6 +142,71 @@ def test_kontext_auto_resize_snaps_the_page_to_a_preferred_resolution(tiny_konte
     assert image.size == (80, 64)
 
 
+KEEP = "Keep the art style, characters, and color palette. "
+
+
+def official_call(pipe, prompt: str, seed: int, **kwargs) -> Image.Image:
+    """What the official runner does per image: one pipeline call with a CPU generator seeded
+    with ``seed`` (sizes and steps as in the expert's call)."""
+    import torch
+
+    from omnistory_core.experts.diffusion import arrays_to_images
+
+    output = pipe(prompt=prompt, height=TINY["height"], width=TINY["width"],
+                  num_inference_steps=TINY["steps"],
+                  max_sequence_length=TINY["max_sequence_length"],
+                  generator=torch.Generator("cpu").manual_seed(seed), output_type="np", **kwargs)
+    (image,) = arrays_to_images(output.images)
+    return image
+
+
+def noise(expert, jobs) -> list:
+    """The first draws of the generators the expert hands to the pipeline for ``jobs``."""
+    import torch
+
+    return [torch.randn(8, generator=g) for g in expert.generators(jobs)]
+
+
+def test_dev_seed_mode_fixed_gives_every_prompt_the_official_noise(tiny_dev, dev):
+    import torch
+
+    fixed = loaded(FluxDev, tiny_dev, seed_mode="fixed", batch_size=4)
+    items = [{"image_prompt": p} for p in PROMPTS]
+    jobs = [fixed.prepare(i, item["image_prompt"], item) for i, item in enumerate(items)]
+    assert {job.seed for job in jobs} == {0}
+    a, b, c = noise(fixed, jobs)
+    assert torch.equal(a, b) and torch.equal(b, c)
+    # per_prompt (the default): each prompt its own noise
+    a, b, c = noise(dev, [dev.prepare(i, it["image_prompt"], it) for i, it in enumerate(items)])
+    assert not torch.equal(a, b) and not torch.equal(b, c)
+
+    together = fixed.run_batch(items)
+    reordered = fixed.run_batch(items[::-1])[::-1]
+    for prompt, image, again in zip(PROMPTS, together, reordered, strict=True):
+        assert close(image, official_call(fixed.pipe, prompt, 0, guidance_scale=3.5))
+        assert close(image, again)  # one generator per item: batch-mates do not matter
+    assert different(together[0], dev.run_batch(items[:1])[0])
+
+
+def test_kontext_prefix_and_fixed_seed_reproduce_the_official_call(tiny_kontext, page):
+    prefixed = loaded(FluxKontext, tiny_kontext, auto_resize=False, batch_size=2,
+                      prompt_prefix=KEEP, seed_mode="fixed")
+    items = [{"image_prompt": PROMPTS[0], "current_image": page("a", seed=1)},
+             {"image_prompt": PROMPTS[1], "current_image": page("b", seed=2)}]
+    jobs = [prefixed.prepare(i, item["image_prompt"], item) for i, item in enumerate(items)]
+    assert [job.prompt for job in jobs] == [KEEP + PROMPTS[0], KEEP + PROMPTS[1]]
+    images = prefixed.run_batch(items)
+    for item, image in zip(items, images, strict=True):
+        page_image = item["current_image"].open_image()
+        official = official_call(prefixed.pipe, KEEP + item["image_prompt"], 0,
+                                 image=page_image, guidance_scale=2.5,
+                                 max_area=TINY["height"] * TINY["width"], _auto_resize=False)
+        assert close(image, official)
+    # the prefix really reaches the pipeline: without it the same noise and page differ
+    plain = loaded(FluxKontext, tiny_kontext, auto_resize=False, seed_mode="fixed")
+    assert different(images[0], plain.run_batch(items[:1])[0])
+
+
 def test_a_failing_item_does_not_sink_its_batch(dev):
     """A prompt the tokenizers cannot encode (a lone surrogate, which JSON can carry) makes the
     batched pipeline call raise; the batch is retried item by item."""

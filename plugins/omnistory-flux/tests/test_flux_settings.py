@@ -10,7 +10,12 @@ from omnistory_flux.experts import FluxDev, FluxKontext, kontext_condition_size
 
 from omnistory_core.components import ComponentError
 from omnistory_core.engine.job import ConfigError
-from omnistory_core.experts.diffusion import call_with_fallback, item_seed
+from omnistory_core.experts.diffusion import (
+    call_with_fallback,
+    generator_seed,
+    item_seed,
+    key_without_defaults,
+)
 
 
 def test_plugin_import_stays_light():
@@ -77,6 +82,74 @@ def test_cache_key_params_include_library_version_but_not_device():
     params = dev.output_params()
     assert "device" not in params and "batch_size" not in params
     assert params["seed"] == 0 and params["diffusers"]
+
+
+def test_seed_mode_and_prompt_prefix_defaults_and_validation():
+    dev, kontext = FluxDev(seed=0), FluxKontext(seed=0)
+    assert dev.seed_mode == kontext.seed_mode == "per_prompt"
+    assert dev.prompt_prefix == kontext.prompt_prefix == ""
+    assert FluxDev(seed=0, seed_mode=None).seed_mode == "per_prompt"  # null = the default
+    assert FluxKontext(seed=0, seed_mode="fixed", prompt_prefix="Keep it. ").prompt_prefix == \
+        "Keep it. "
+    with pytest.raises(ConfigError, match="image=dev: seed_mode must be one of per_prompt, fixed"):
+        FluxDev(seed=0, seed_mode="per_image")
+    with pytest.raises(ConfigError, match="image=kontext: prompt_prefix must be a string"):
+        FluxKontext(seed=0, prompt_prefix=3)
+    # the prefix is Kontext's: a kontext preset's prefix must not slip silently into dev
+    with pytest.raises(ConfigError, match="image=dev: unknown parameter.*prompt_prefix"):
+        FluxDev(seed=0, prompt_prefix="Keep it. ")
+
+
+def _shipped(name: str) -> dict:
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    text = files("omnistory_flux.conf").joinpath(f"image/{name}.yaml").read_text()
+    node = OmegaConf.to_container(OmegaConf.create(text), resolve=True)
+    node.pop("name")
+    return node
+
+
+@pytest.mark.parametrize("cls", [FluxDev, FluxKontext])
+def test_new_parameters_at_their_defaults_leave_the_cache_key_unchanged(cls, monkeypatch):
+    """The shipped yaml lists seed_mode (and Kontext's prompt_prefix) at their defaults: the key
+    is then exactly the one of the parameters that existed before them."""
+    monkeypatch.delenv(f"OMNISTORY_MODEL_IMAGE_{cls.name.upper()}", raising=False)
+    shipped = {**_shipped(cls.name), "seed": 0}
+    assert shipped["seed_mode"] == "per_prompt"
+    added = set(cls.added_defaults)
+    assert added == ({"seed_mode", "prompt_prefix"} if cls is FluxKontext else {"seed_mode"})
+    assert added <= set(shipped)
+    older = cls(**{k: v for k, v in shipped.items() if k not in added}).output_params()
+    assert cls(**shipped).output_params() == older
+    assert not added & set(older)
+    fixed = cls(**{**shipped, "seed_mode": "fixed"}).output_params()
+    assert fixed == {**older, "seed_mode": "fixed"}
+
+
+def test_kontext_prompt_prefix_is_in_the_cache_key_when_set():
+    plain = FluxKontext(seed=0).output_params()
+    prefixed = FluxKontext(seed=0, prompt_prefix="Keep it. ").output_params()
+    assert prefixed == {**plain, "prompt_prefix": "Keep it. "}
+
+
+def test_key_without_defaults():
+    params = {"a": 1, "seed_mode": "per_prompt", "seed": 0}
+    defaults = {"seed_mode": "per_prompt", "extra": ""}
+    assert key_without_defaults(params, {"seed_mode": "per_prompt", "extra": ""}, defaults) == \
+        {"a": 1, "seed": 0}
+    assert key_without_defaults(params, {"seed_mode": "fixed", "extra": "x"}, defaults) == \
+        {"a": 1, "extra": "x", "seed": 0, "seed_mode": "fixed"}
+
+
+def test_generator_seed_modes():
+    assert generator_seed("per_prompt", 0, "a fox") == item_seed(0, "a fox")
+    assert generator_seed("per_prompt", 0, "a fox") != generator_seed("per_prompt", 0, "a cat")
+    assert generator_seed("fixed", 0, "a fox") == generator_seed("fixed", 0, "a cat") == 0
+    assert generator_seed("fixed", 7, "a fox") == 7
+    with pytest.raises(ValueError, match="seed_mode"):
+        generator_seed("sometimes", 0, "a fox")
 
 
 def test_item_seed_depends_on_seed_and_content_only():

@@ -73,6 +73,53 @@ def test_list_batches_match_single_calls(nitro, tiny_nitro, tiny_llama):
         assert int(np.abs(pixels(a) - pixels(b)).max()) <= 1
 
 
+def test_seed_mode_fixed_is_the_official_cpu_generator_seeded_with_seed(nitro, tiny_nitro,
+                                                                          tiny_llama):
+    import torch
+    from omnistory_nitro.expert import to_images
+
+    official = loaded(tiny_nitro, tiny_llama, seed_mode="fixed", generator_device="cpu",
+                      batch_size=3)
+    items = [{"image_prompt": p} for p in PROMPTS]
+    together = official.run_batch(items)
+    alone = loaded(tiny_nitro, tiny_llama, seed_mode="fixed", generator_device="cpu")
+    for prompt, image, single in zip(PROMPTS, together, alone.run_batch(items), strict=True):
+        # the official runner's call: one CPU generator seeded with 0 per image
+        with torch.inference_mode():
+            out = official.pipe(prompt=prompt, height=64, width=64, num_inference_steps=2,
+                                guidance_scale=4.0,
+                                generator=torch.Generator("cpu").manual_seed(0))
+        (reference,) = to_images(out.images)
+        assert np.array_equal(pixels(single), pixels(reference))
+        assert int(np.abs(pixels(image) - pixels(single)).max()) <= 1  # batch-independent
+    per_prompt = nitro.run_batch(items[:1])[0]
+    assert float(np.abs(pixels(together[0]) - pixels(per_prompt)).mean()) > 0.5
+
+
+def test_generators_per_mode_and_device(nitro, tiny_nitro, tiny_llama):
+    import torch
+    from omnistory_nitro.expert import Job
+
+    def draws(expert, prompts):
+        jobs = [Job(i, p, expert.item_seed(p)) for i, p in enumerate(prompts)]
+        return [torch.randn(8, generator=g) for g in expert.generators(jobs)]
+
+    fixed = NitroT(seed=0, seed_mode="fixed")
+    fixed.device = "cpu"
+    a, b = draws(fixed, PROMPTS[:2])
+    assert torch.equal(a, b)  # fixed: the same noise for different prompts
+    a, b = draws(nitro, PROMPTS[:2])
+    assert not torch.equal(a, b)  # per_prompt: each prompt its own noise
+    # generator_device=cpu keeps the generators on the CPU whatever the pipeline's device;
+    # pipeline puts them on the pipeline's device
+    on_cpu = NitroT(seed=0, generator_device="cpu")
+    on_cpu.device = "cuda:0"  # as after loading onto a GPU (no generator is made on it here)
+    assert {g.device.type for g in on_cpu.generators([Job(0, "x", 1), Job(1, "y", 2)])} == \
+        {"cpu"}
+    assert nitro.generator_device == "pipeline"
+    assert {g.device.type for g in nitro.generators([Job(0, "x", 1)])} == {nitro.device}
+
+
 def test_failing_items_are_per_item_failures(nitro, tiny_nitro, tiny_llama):
     items = [{"image_prompt": PROMPTS[0]}, {"image_prompt": "a \ud800 moon"},
              {"image_prompt": ""}]
@@ -112,6 +159,25 @@ def test_cli_end_to_end(tiny_nitro, tiny_llama, tmp_path):
     assert [r["image"]["status"] for r in rows] == ["ok", "ok"]
     with Image.open(run / rows[0]["image"]["path"]) as image:
         assert image.size == (64, 64)
+
+
+@pytest.mark.gpu
+def test_generator_device_on_a_gpu(tiny_nitro, tiny_llama):
+    """On a GPU, generator_device=pipeline draws the noise on the GPU and cpu on the CPU, which
+    are different random streams."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from omnistory_nitro.expert import Job
+
+    item = [{"image_prompt": PROMPTS[0]}]
+    on_gpu = loaded(tiny_nitro, tiny_llama, device="cuda", dtype="float32")
+    on_cpu = loaded(tiny_nitro, tiny_llama, device="cuda", dtype="float32",
+                    generator_device="cpu")
+    assert {g.device.type for g in on_gpu.generators([Job(0, "x", 1)])} == {"cuda"}
+    assert {g.device.type for g in on_cpu.generators([Job(0, "x", 1)])} == {"cpu"}
+    a, b = on_gpu.run_batch(item)[0], on_cpu.run_batch(item)[0]
+    assert float(np.abs(pixels(a) - pixels(b)).mean()) > 0.5
 
 
 @pytest.mark.weights

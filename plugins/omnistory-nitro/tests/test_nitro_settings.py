@@ -38,6 +38,9 @@ def test_defaults_follow_the_model_card():
         ({"text_encoder": ""}, "text_encoder"),
         ({"trust_remote_code": "maybe"}, "trust_remote_code"),
         ({"max_sequence_length": 512}, "max_sequence_length"),  # a FLUX key, not Nitro's
+        ({"prompt_prefix": "Keep it. "}, "prompt_prefix"),  # Kontext's, not Nitro's
+        ({"seed_mode": "random"}, "seed_mode"),
+        ({"generator_device": "cuda"}, "generator_device"),
     ],
 )
 def test_bad_parameters_are_config_errors_naming_the_parameter(params, named):
@@ -51,6 +54,31 @@ def test_cache_key_holds_the_text_encoder_but_not_the_device():
     assert "device" not in params and "batch_size" not in params and params["diffusers"]
     params = NitroT(seed=0, text_encoder="/models/llama").output_params()
     assert params["text_encoder"] == "/models/llama"
+
+
+def test_seed_mode_and_generator_device_defaults():
+    nitro = NitroT(seed=0)
+    assert (nitro.seed_mode, nitro.generator_device) == ("per_prompt", "pipeline")
+    official = NitroT(seed=0, seed_mode="fixed", generator_device="cpu")
+    assert (official.seed_mode, official.generator_device) == ("fixed", "cpu")
+
+
+def test_new_parameters_at_their_defaults_leave_the_cache_key_unchanged(monkeypatch):
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    monkeypatch.delenv("OMNISTORY_MODEL_IMAGE_NITRO", raising=False)
+    text = files("omnistory_nitro.conf").joinpath("image/nitro.yaml").read_text()
+    shipped = OmegaConf.to_container(OmegaConf.create(text), resolve=True)
+    shipped.pop("name")
+    shipped["seed"] = 0
+    added = set(NitroT.added_defaults)
+    assert added == {"seed_mode", "generator_device"} and added <= set(shipped)
+    older = NitroT(**{k: v for k, v in shipped.items() if k not in added}).output_params()
+    assert NitroT(**shipped).output_params() == older and not added & set(older)
+    official = NitroT(**{**shipped, "seed_mode": "fixed", "generator_device": "cpu"})
+    assert official.output_params() == {**older, "seed_mode": "fixed", "generator_device": "cpu"}
 
 
 def test_gated_checkpoint_errors_say_what_to_do():

@@ -28,6 +28,8 @@ PARITY: dict[tuple[str, str], dict[str, object]] = {
         "height": 1024,
         "width": 1024,
         "max_sequence_length": 512,
+        # torch.Generator("cpu").manual_seed(0) for every image
+        "seed_mode": "fixed",
     },
     # the official call passes only the page, the prefixed prompt, guidance and the generator: the
     # rest are FluxKontextPipeline's defaults (28 steps, max_area 1024**2, auto-resize, 512 tokens)
@@ -38,6 +40,8 @@ PARITY: dict[tuple[str, str], dict[str, object]] = {
         "width": 1024,
         "max_sequence_length": 512,
         "auto_resize": True,
+        "prompt_prefix": "Keep the art style, characters, and color palette. ",
+        "seed_mode": "fixed",
     },
     ("image", "nitro"): {
         "steps": 20,
@@ -45,12 +49,17 @@ PARITY: dict[tuple[str, str], dict[str, object]] = {
         "height": 1024,
         "width": 1024,
         "text_encoder": "meta-llama/Llama-3.2-1B",
+        "seed_mode": "fixed",
+        "generator_device": "cpu",
     },
+    # the model at refs/pr/9, the tokenizer from the default branch
     ("tts", "parler"): {
         "revision": "refs/pr/9",
+        "tokenizer_revision": "main",
         "dtype": "float32",
         "male_voices": ["Jon", "Gary", "Mike"],
         "female_voices": ["Lea", "Jenna", "Laura"],
+        "voice_hash": "official",
         "max_new_tokens": None,
     },
     ("tts", "voxcpm"): {
@@ -239,11 +248,50 @@ def test_orchestration_presets_use_the_official_planner_prompt(system: str) -> N
 
 
 def test_parity_table_differs_from_the_defaults_where_the_readme_says() -> None:
-    # the settings the presets must write: FLUX.1-dev steps and the Parler revision
+    # the settings the presets must write (bold in the README's parity table)
     differing = {
         (group, expert, key)
         for (group, expert), values in PARITY.items()
         for key, official in values.items()
         if job_config(_compose([f"{group}={expert}"]))[group][key] != official
     }
-    assert differing == {("image", "dev", "steps"), ("tts", "parler", "revision")}
+    assert differing == {
+        ("image", "dev", "steps"),
+        ("image", "dev", "seed_mode"),
+        ("image", "kontext", "prompt_prefix"),
+        ("image", "kontext", "seed_mode"),
+        ("image", "nitro", "seed_mode"),
+        ("image", "nitro", "generator_device"),
+        ("tts", "parler", "revision"),
+        ("tts", "parler", "tokenizer_revision"),
+        ("tts", "parler", "voice_hash"),
+    }
+
+
+@pytest.mark.parametrize("system", PRESETS)
+def test_preset_experts_carry_the_parity_values_into_their_behaviour(system: str) -> None:
+    """The composed values reach the experts' behaviour, not only their configs: the Kontext
+    prefix is in the pipeline prompt, every image gets the seed itself, Nitro's generators are
+    on the CPU, Parler's tokenizer comes from main and the voice follows the official rule."""
+    if system in SEMI:
+        _need_backbone(system)
+    job = job_config(_compose([f"system={system}"]))
+    for group, expert in _experts(system):
+        component = build_component(REGISTRY, group, job[group], seed=job["seed"],
+                                    allow_oracle=False)
+        params = component.output_params()
+        if group == "image":
+            assert component.seed_mode == "fixed" and params["seed_mode"] == "fixed"
+            assert component.item_seed("a fox") == component.item_seed("a cat") == 0
+        if expert == "kontext":
+            keep = "Keep the art style, characters, and color palette. "
+            assert component.pipeline_prompt("a fox") == keep + "a fox"
+            assert params["prompt_prefix"] == keep
+        if expert == "nitro":
+            assert component.generator_device == "cpu" and params["generator_device"] == "cpu"
+        if expert == "parler":
+            assert component.tokenizer_revision == "main"
+            assert params["tokenizer_revision"] == "main" and params["voice_hash"] == "official"
+            # SHA-256("Old Bear") mod 3 = 1: Gary (male pool), Jenna (female pool and no gender)
+            assert component.describe({"speaker": "Old Bear", "gender": "male"}).startswith("Gary")
+            assert component.describe({"speaker": "Old Bear"}).startswith("Jenna")

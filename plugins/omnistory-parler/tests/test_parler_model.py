@@ -5,6 +5,13 @@ Needs the Parler environment (parler-tts, transformers 4.46.1, torch); skipped e
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -89,6 +96,57 @@ def test_bad_items_fail_alone_in_a_batch(tts, reference):
     assert isinstance(results[0], Failure) and results[0].category == "plan_invalid_label"
     assert isinstance(results[1], Audio) and np.array_equal(results[1].samples, good)
     assert isinstance(results[2], Failure) and results[2].category == "empty_output"
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def hub_cache_with_two_revisions(model_dir: str, cache: Path) -> None:
+    """An offline hub cache of ``org/tiny-parler`` holding the model and its tokenizer at
+    ``refs/pr/9`` and only a tokenizer at ``main``; the two tokenizers differ in
+    ``model_max_length`` (222 at refs/pr/9, 111 at main)."""
+    repo = cache / "models--org--tiny-parler"
+    commits = {"main": "a" * 40, "refs/pr/9": "b" * 40}
+    for ref, commit in commits.items():
+        (repo / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / ref).write_text(commit)
+        snapshot = repo / "snapshots" / commit
+        snapshot.mkdir(parents=True)
+        names = TOKENIZER_FILES if ref == "main" else os.listdir(model_dir)
+        for name in names:
+            shutil.copy(Path(model_dir) / name, snapshot / name)
+        config = json.loads((snapshot / "tokenizer_config.json").read_text())
+        config["model_max_length"] = 111 if ref == "main" else 222
+        (snapshot / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_tokenizer_revision_loads_the_tokenizer_from_its_own_revision(tiny_parler_dir, tmp_path):
+    """The official runner's split: the model at refs/pr/9, the tokenizer from the default branch.
+    Loaded through load() from an offline hub cache (a fresh process: the cache location is read
+    when huggingface_hub is imported)."""
+    hub_cache_with_two_revisions(tiny_parler_dir, tmp_path / "cache")
+    script = (
+        "import json, sys\n"
+        "from omnistory_parler.expert import ParlerTTS\n"
+        "out = []\n"
+        "for params in json.loads(sys.argv[1]):\n"
+        "    tts = ParlerTTS(model='org/tiny-parler', device='cpu', **params)\n"
+        "    tts.load()\n"
+        "    out.append([tts.tokenizer.model_max_length, tts.model.config.sampling_rate])\n"
+        "print(json.dumps(out))\n"
+    )
+    cases = [
+        {"revision": "refs/pr/9"},  # tokenizer_revision null: the model's revision
+        {"revision": "refs/pr/9", "tokenizer_revision": "main"},
+    ]
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the model came from refs/pr/9 both times (main has no weights); the tokenizer followed it,
+    # then came from main
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[222, 44100], [111, 44100]]
 
 
 def test_missing_model_is_a_clear_component_error(tmp_path):

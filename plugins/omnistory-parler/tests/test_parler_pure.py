@@ -6,6 +6,7 @@ Runs in the main environment (no torch, no parler_tts needed) and in the Parler 
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
 import json
 import os
@@ -25,6 +26,7 @@ from omnistory_parler.description import (
     SPEED_PHRASES,
     VOICES_BY_GENDER,
     VoiceLabels,
+    official_voice,
     parler_description,
     parler_voice,
     voice_labels,
@@ -32,6 +34,7 @@ from omnistory_parler.description import (
 from omnistory_parler.expert import ParlerTTS, clean_text
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
+from omnistory_core.engine.job import ConfigError
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]
@@ -177,6 +180,9 @@ def test_component_description_uses_configured_vocabulary():
 
 @pytest.mark.parametrize("params,message", [
     ({"voice": "Jon"}, "unknown parameter"),
+    ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*temperature"),
+    ({"temperature": "hot"}, "temperature must be a number, got 'hot'"),
+    ({"voice_hash": "sha1"}, r"voice_hash must be one of \['ours', 'official'\]"),
     ({"dtype": "float64"}, "dtype 'float64'"),
     ({"max_new_tokens": 0}, "max_new_tokens"),
     ({"temperature": 0}, "temperature"),
@@ -185,8 +191,93 @@ def test_component_description_uses_configured_vocabulary():
     ({"pitch_phrases": {"low": "low", "normal": "", "high": "high"}}, "pitch_phrases.normal"),
 ])
 def test_bad_parameters_are_rejected_by_name(params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         ParlerTTS(**params)
+    assert str(info.value).startswith("tts=parler: ") and "\n" not in str(info.value)
+
+
+def test_cli_typo_is_one_line_and_exit_2(tmp_path):
+    """The user's command line: a misspelt parameter stops the run before any work, with one
+    line naming the expert, the key and the valid keys (no traceback)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "omnistory_core", "tts=parler", "image=noop", "++tts.tmperature=1",
+         "dataset.limit=1", f"output_root={tmp_path / 'out'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if "tmperature" in x]
+    assert "tts=parler: unknown parameter(s) tmperature; known:" in line
+    assert "temperature" in line.split("known:")[1] and "voice_hash" in line
+    assert not (tmp_path / "out" / "store").exists()
+
+
+# -- the official runner's voice choice (voice_hash=official) -------------------------------------
+def official_index(name: str) -> int:
+    """By hand: 16 = 1 (mod 3), so a hexadecimal number is congruent mod 3 to the sum of its
+    digits; the official index is the SHA-256 hex digest of the name, as a number, mod 3."""
+    return sum(int(d, 16) for d in hashlib.sha256(name.encode("utf-8")).hexdigest()) % 3
+
+
+# hand-computed: SHA-256 hex digest digit sums mod 3 (checked against official_index below)
+OFFICIAL_CHOICES = [
+    # speaker, gender, voice
+    ("Mina", "female", "Laura"),      # index 2
+    ("Mina", "male", "Mike"),
+    ("Old Bear", "male", "Gary"),     # index 1
+    ("Lily", "female", "Lea"),        # index 0
+    ("Rabbit", "male", "Jon"),        # index 0
+    ("Owl", "male", "Gary"),          # index 1: the name as given...
+    ("owl", "male", "Mike"),          # ...so case matters (index 2)
+    ("Owl", None, "Jenna"),           # no gender: the female pool
+    ("Owl", "", "Jenna"),
+    ("Owl", "non-binary", "Jenna"),   # anything but male: the female pool
+    ("", "male", "Gary"),             # empty name: hashed as "default" (index 1)
+    (None, "female", "Jenna"),
+]
+
+
+@pytest.mark.parametrize("speaker,gender,voice", OFFICIAL_CHOICES)
+def test_official_voice_reproduces_the_official_choice(speaker, gender, voice):
+    pool = VOICES_BY_GENDER["male" if gender == "male" else "female"]
+    assert pool[official_index(speaker or "default")] == voice
+    assert official_voice(speaker, gender) == voice
+
+
+def test_official_voice_hash_in_the_component():
+    official = ParlerTTS(voice_hash="official")
+    for speaker, gender, voice in OFFICIAL_CHOICES:
+        text = official.describe(item(speaker=speaker, gender=gender))
+        assert text.startswith(f"{voice} speaks quite fast with a high pitch,"), text
+    # ours (the default) normalises the name and resolves a missing gender from it
+    ours = ParlerTTS()
+    assert ours.describe(item(speaker="Owl", gender="male")) == \
+        ours.describe(item(speaker=" owl", gender="male"))
+    counts = collections.Counter(
+        official.describe(item(speaker=n, gender=None)).split()[0] for n in NAMES[:300])
+    assert set(counts) == set(VOICES_BY_GENDER["female"])
+
+
+def test_tokenizer_revision_defaults_to_the_model_revision():
+    assert ParlerTTS().tokenizer_revision is None
+    assert ParlerTTS(revision="refs/pr/9").tokenizer_revision == "refs/pr/9"
+    assert ParlerTTS(revision="refs/pr/9", tokenizer_revision="main").tokenizer_revision == "main"
+    assert ParlerTTS(tokenizer_revision="abc").tokenizer_revision == "abc"
+
+
+def test_new_parameters_at_their_defaults_leave_the_cache_key_unchanged():
+    older = {k: v for k, v in ParlerTTS.DEFAULTS.items() if k not in ParlerTTS.ADDED}
+    older.pop("device")
+    assert ParlerTTS().output_params() == older
+    assert ParlerTTS(tokenizer_revision=None, voice_hash="ours").output_params() == older
+    pinned = ParlerTTS(revision="refs/pr/9").output_params()
+    # a tokenizer revision equal to the model's is the default behaviour
+    assert ParlerTTS(revision="refs/pr/9", tokenizer_revision="refs/pr/9").output_params() == \
+        pinned
+    paper = ParlerTTS(revision="refs/pr/9", tokenizer_revision="main", voice_hash="official")
+    assert paper.output_params() == {**pinned, "tokenizer_revision": "main",
+                                     "voice_hash": "official"}
 
 
 def test_cache_key_params_exclude_only_runtime_ones():
@@ -208,6 +299,7 @@ def test_shipped_yaml_matches_the_defaults(monkeypatch):
     data = OmegaConf.to_container(OmegaConf.load(conf), resolve=True)
     assert data.pop("name") == "parler"
     assert data == {k: v for k, v in ParlerTTS.DEFAULTS.items() if k != "seed"}
+    assert (data["tokenizer_revision"], data["voice_hash"]) == (None, "ours")
     assert ParlerTTS(**data).vocabulary == DEFAULT_VOCABULARY
 
 

@@ -31,6 +31,7 @@ from omnistory_voxcpm.description import (
 from omnistory_voxcpm.expert import VoxCPMTTS, clean_text
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
+from omnistory_core.engine.job import ConfigError
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]
@@ -144,6 +145,9 @@ def test_component_prompt_cleans_text_and_uses_configured_vocabulary():
 
 @pytest.mark.parametrize("params,message", [
     ({"reference_wav_path": "x.wav"}, "unknown parameter"),
+    ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*cfg_value"),
+    ({"cfg_value": "strong"}, "cfg_value must be a number, got 'strong'"),
+    ({"max_len": None}, "max_len must be a number, got None"),
     ({"cfg_value": 0}, "cfg_value"),
     ({"inference_timesteps": 0}, "inference_timesteps"),
     ({"max_len": 0}, "max_len"),
@@ -154,8 +158,26 @@ def test_component_prompt_cleans_text_and_uses_configured_vocabulary():
     ({"recording": "studio)"}, "recording must be a string without parentheses"),
 ])
 def test_bad_parameters_are_rejected_by_name(params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message) as info:
         VoxCPMTTS(**params)
+    assert str(info.value).startswith("tts=voxcpm: ") and "\n" not in str(info.value)
+
+
+def test_cli_typo_is_one_line_and_exit_2(tmp_path):
+    """The user's command line: a misspelt parameter stops the run before any work, with one
+    line naming the expert, the key and the valid keys (no traceback)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "omnistory_core", "tts=voxcpm", "image=noop", "++tts.tmperature=1",
+         "dataset.limit=1", f"output_root={tmp_path / 'out'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if "tmperature" in x]
+    assert "tts=voxcpm: unknown parameter(s) tmperature; known:" in line
+    assert "cfg_value" in line.split("known:")[1]
+    assert not (tmp_path / "out" / "store").exists()
 
 
 def test_cache_key_params_exclude_only_runtime_ones():

@@ -1,11 +1,14 @@
 """FLUX.1 image experts: ``image=dev`` (text -> image) and ``image=kontext`` (page + text -> image).
 
 Both load a diffusers pipeline with ``from_pretrained`` (a hub id or a local directory), run one
-pipeline call per batch with one CPU ``torch.Generator`` per item, and return PIL images.  The
-generator seed of an item is derived from the run's ``seed`` and the item's image prompt only
-(:func:`omnistory_core.experts.diffusion.item_seed`), so an image does not depend on its
-batch-mates, and the Kontext expert's output differs from another item's with the same prompt only
-through the page it is conditioned on.
+pipeline call per batch with one CPU ``torch.Generator`` per item, and return PIL images.  With
+``seed_mode=per_prompt`` (the default) the generator seed of an item is derived from the run's
+``seed`` and the item's image prompt only (:func:`omnistory_core.experts.diffusion.item_seed`);
+with ``seed_mode=fixed`` every item's generator is seeded with ``seed`` itself, as the official
+Omni-StoryBench runner does.  Either way an image does not depend on its batch-mates, and the
+Kontext expert's output differs from another item's with the same prompt only through the page it
+is conditioned on.  Kontext's ``prompt_prefix`` is prepended to every image prompt (the official
+runner prefixes Kontext prompts with an instruction to keep the page's style).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from omnistory_core.experts.diffusion import (
     check_params,
     chunked,
     exception_failure,
-    item_seed,
+    generator_seed,
+    key_without_defaults,
+    parse_seed_mode,
     parse_settings,
     positive_int,
     release_cuda_memory,
@@ -90,6 +95,8 @@ class FluxExpert(ImageExpert):
     requirements: ClassVar[tuple[str, ...]] = FLUX_REQUIREMENTS
     pipeline_class: ClassVar[str] = "FluxPipeline"
     defaults: ClassVar[dict[str, Any]] = {}
+    #: parameters added after caches were written: in the cache key only when not at these values
+    added_defaults: ClassVar[dict[str, Any]] = {"seed_mode": "per_prompt"}
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -102,6 +109,8 @@ class FluxExpert(ImageExpert):
                 owner, "max_sequence_length",
                 setting(params, self.defaults, "max_sequence_length"), maximum=512,
             )
+            self.seed_mode = parse_seed_mode(owner, params.get("seed_mode"))
+            self.prompt_prefix = ""
             self._parse_extra(owner, params)
         except SettingsError as exc:
             from omnistory_core.engine.job import ConfigError
@@ -118,7 +127,11 @@ class FluxExpert(ImageExpert):
         # the pixels, so its version is part of the cache key.
         from importlib.metadata import PackageNotFoundError, version
 
-        params = super().output_params()
+        params = key_without_defaults(
+            super().output_params(),
+            {key: getattr(self, key) for key in self.added_defaults},
+            self.added_defaults,
+        )
         try:
             params["diffusers"] = version("diffusers")
         except PackageNotFoundError:
@@ -183,18 +196,33 @@ class FluxExpert(ImageExpert):
                     results[job.index] = output
         return results
 
+    def item_seed(self, prompt: str) -> int:
+        """The generator seed of an item with the plan's image ``prompt`` (without the prefix)."""
+        return generator_seed(self.seed_mode, self.settings.seed, prompt)
+
+    def pipeline_prompt(self, prompt: str) -> str:
+        """The prompt the pipeline receives: Kontext's ``prompt_prefix`` + the plan's image
+        prompt (dev has no prefix)."""
+        return self.prompt_prefix + prompt
+
     def prepare(self, index: int, prompt: str, item: dict[str, Any]) -> Job:
-        return Job(index=index, prompt=prompt, seed=item_seed(self.settings.seed, prompt))
+        return Job(index=index, prompt=self.pipeline_prompt(prompt), seed=self.item_seed(prompt))
 
     def call_arguments(self, batch: list[Job]) -> dict[str, Any]:
         """Pipeline keywords beyond the shared ones."""
         return {}
 
+    def generators(self, batch: list[Job]) -> list[Any]:
+        """One CPU generator per job, seeded with the job's seed (the initial noise is then the
+        same on every device, and an item's noise does not depend on its batch-mates)."""
+        import torch
+
+        return [torch.Generator("cpu").manual_seed(job.seed) for job in batch]
+
     def _generate(self, batch: list[Job]) -> list[Any]:
         import torch
 
-        # CPU generators: the initial noise is then the same on every device
-        generators = [torch.Generator("cpu").manual_seed(job.seed) for job in batch]
+        generators = self.generators(batch)
         s = self.settings
         with torch.inference_mode():
             output = self.pipe(
@@ -233,6 +261,7 @@ class FluxDev(FluxExpert):
         "max_sequence_length": 512,
         "dtype": "auto",
         "device": "auto",
+        "seed_mode": "per_prompt",
     }
 
 
@@ -255,11 +284,19 @@ class FluxKontext(FluxExpert):
         "device": "auto",
         # encode the page at the preferred Kontext resolution of its aspect ratio
         "auto_resize": True,
+        "seed_mode": "per_prompt",
+        # text put before every image prompt (the official runner's is in the paper presets)
+        "prompt_prefix": "",
     }
+    added_defaults = {"seed_mode": "per_prompt", "prompt_prefix": ""}
 
     def _parse_extra(self, owner: str, params: dict[str, Any]) -> None:
         self.auto_resize = boolean(owner, "auto_resize",
                                    setting(params, self.defaults, "auto_resize"))
+        prefix = setting(params, self.defaults, "prompt_prefix")
+        if not isinstance(prefix, str):
+            raise SettingsError(f"{owner}: prompt_prefix must be a string, got {prefix!r}")
+        self.prompt_prefix = prefix
 
     def prepare(self, index: int, prompt: str, item: dict[str, Any]) -> Job:
         from diffusers.pipelines.flux.pipeline_flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS
@@ -273,7 +310,7 @@ class FluxKontext(FluxExpert):
         if size != image.size:
             image = self.pipe.image_processor.resize(image, size[1], size[0])
         # the noise depends on the prompt alone: the page changes the image only as conditioning
-        return Job(index=index, prompt=prompt, seed=item_seed(self.settings.seed, prompt),
+        return Job(index=index, prompt=self.pipeline_prompt(prompt), seed=self.item_seed(prompt),
                    image=image, group=size)
 
     def call_arguments(self, batch: list[Job]) -> dict[str, Any]:

@@ -5,6 +5,11 @@ Nitro-T ships its own pipeline and transformer code in the checkpoint (``pipelin
 encoder is Llama-3.2-1B (gated), loaded separately with ``AutoModelForCausalLM`` and handed to the
 pipeline, as the model card does.  Generation follows the card's call
 ``pipe(prompt, height, width, num_inference_steps, guidance_scale, generator)``.
+
+Noise: one ``torch.Generator`` per prompt, on the pipeline's device (``generator_device=pipeline``,
+the default) or on the CPU (``generator_device=cpu``, the official Omni-StoryBench runner), seeded
+from ``seed`` and the prompt (``seed_mode=per_prompt``, the default) or with ``seed`` itself for
+every image (``seed_mode=fixed``, the official runner).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from omnistory_core.experts.diffusion import (
     call_with_fallback,
     check_params,
     chunked,
-    item_seed,
+    generator_seed,
+    key_without_defaults,
+    parse_seed_mode,
     parse_settings,
     release_cuda_memory,
     resolve_device,
@@ -41,6 +48,9 @@ NITRO_REQUIREMENTS: tuple[str, ...] = (
 
 #: Nitro-T's DC-AE compresses 32x; sizes off this grid cannot be encoded
 NITRO_SIZE_MULTIPLE = 32
+
+#: where the noise generators live: the pipeline's device, or the CPU
+GENERATOR_DEVICES = ("pipeline", "cpu")
 
 
 @dataclass
@@ -89,6 +99,13 @@ class NitroT(ImageExpert):
         "dtype": "auto",
         "device": "auto",
         "trust_remote_code": True,
+        "seed_mode": "per_prompt",
+        "generator_device": "pipeline",
+    }
+    #: parameters added after caches were written: in the cache key only when not at these values
+    added_defaults: ClassVar[dict[str, Any]] = {
+        "seed_mode": "per_prompt",
+        "generator_device": "pipeline",
     }
 
     def __init__(self, **params: Any):
@@ -107,6 +124,14 @@ class NitroT(ImageExpert):
             self.trust_remote_code = boolean(
                 owner, "trust_remote_code", setting(params, self.defaults, "trust_remote_code")
             )
+            self.seed_mode = parse_seed_mode(owner, params.get("seed_mode"))
+            generator_device = setting(params, self.defaults, "generator_device")
+            if generator_device not in GENERATOR_DEVICES:
+                raise SettingsError(
+                    f"{owner}: generator_device must be one of {', '.join(GENERATOR_DEVICES)}, "
+                    f"got {generator_device!r}"
+                )
+            self.generator_device = generator_device
         except SettingsError as exc:
             from omnistory_core.engine.job import ConfigError
 
@@ -118,7 +143,11 @@ class NitroT(ImageExpert):
         # diffusers runs the scheduler and image processing around the remote code
         from importlib.metadata import PackageNotFoundError, version
 
-        params = super().output_params()
+        params = key_without_defaults(
+            super().output_params(),
+            {"seed_mode": self.seed_mode, "generator_device": self.generator_device},
+            self.added_defaults,
+        )
         try:
             params["diffusers"] = version("diffusers")
         except PackageNotFoundError:
@@ -171,18 +200,29 @@ class NitroT(ImageExpert):
             if not isinstance(prompt, str) or not prompt.strip():
                 results[index] = Failure("unusable_image_prompt", "the image prompt is empty")
                 continue
-            jobs.append(Job(index, prompt, item_seed(self.settings.seed, prompt)))
+            jobs.append(Job(index, prompt, self.item_seed(prompt)))
         for batch in chunked(jobs, self.batch_size):
             outputs = call_with_fallback(self._generate, batch, self._after_error)
             for job, output in zip(batch, outputs, strict=True):
                 results[job.index] = output
         return results
 
+    def item_seed(self, prompt: str) -> int:
+        """The generator seed of the item with this image prompt (see ``seed_mode``)."""
+        return generator_seed(self.seed_mode, self.settings.seed, prompt)
+
+    def generators(self, batch: list[Job]) -> list[Any]:
+        """One seeded generator per job: on the pipeline's device (like the model card: remote
+        code may draw its noise there) or, with ``generator_device=cpu``, on the CPU."""
+        import torch
+
+        device = "cpu" if self.generator_device == "cpu" else self.device
+        return [torch.Generator(device).manual_seed(job.seed) for job in batch]
+
     def _generate(self, batch: list[Job]) -> list[Any]:
         import torch
 
-        # on the pipeline's device, like the model card: remote code may draw its noise there
-        generators = [torch.Generator(self.device).manual_seed(job.seed) for job in batch]
+        generators = self.generators(batch)
         single = len(batch) == 1
         s = self.settings
         with torch.inference_mode():

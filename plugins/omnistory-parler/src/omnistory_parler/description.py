@@ -9,14 +9,17 @@ recording quality).  This module turns a plan's speech labels into such a descri
   SHA-256 hash of the normalised speaker name picks the voice in it (``omnistory_core.voices``), so
   a character sounds the same on every page and in every process.  A missing or unknown gender is
   resolved from the name, half of all names to each gender, never to one default gender.
+  ``voice_hash=official`` instead applies the official runner's rule (:func:`official_voice`).
 * **speed** and **pitch**: phrases from the training vocabulary's bins.
 * **emotion**: not a trained attribute of Parler-TTS v1 (see :data:`EMOTION_DELIVERY`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
 from omnistory_core.voices import VoiceLabels, check_label_table, voice_for, voice_labels
@@ -118,12 +121,38 @@ def parler_voice(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULAR
     return voice_for(labels.speaker, labels.gender, pools)
 
 
-def parler_description(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
+#: how a speaker's voice is chosen (the ``voice_hash`` parameter)
+VOICE_HASHES = ("ours", "official")
+
+
+def official_voice(speaker: Any, gender: Any,
+                   vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
+    """The voice the official Omni-StoryBench runner gives a speaker.
+
+    Its rule: the pool is the male one for the gender label ``"male"`` and the female one for
+    anything else (a missing gender included); the index is the whole SHA-256 digest of the speaker
+    name as given (``"default"`` when the name is missing or empty), read as an integer, modulo the
+    pool size.  Unlike :func:`parler_voice`, the name is not normalised, so ``"Mina"`` and
+    ``"mina "`` may get different voices.  The gender label is compared after trimming and case
+    folding, the way every plan label is read.
+    """
+    label = str(gender if gender is not None else "").strip().casefold()
+    pool = tuple(vocabulary.voices["male" if label == "male" else "female"])
+    name = str(speaker) if speaker else "default"
+    number = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest(), "big")
+    return pool[number % len(pool)]
+
+
+def parler_description(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+                       *, voice: str | None = None) -> str:
     """The description for one utterance, e.g. ``"Jon speaks quite fast with a low pitch, in a
     very expressive and animated voice that sounds angry and forceful. The recording is very clear
-    audio with almost no background noise."``"""
+    audio with almost no background noise."``  ``voice`` replaces the voice chosen by
+    :func:`parler_voice` (for :func:`official_voice`)."""
+    if voice is None:
+        voice = parler_voice(labels, vocabulary)
     sentence = (
-        f"{parler_voice(labels, vocabulary)} speaks {vocabulary.speed[labels.speed]}"
+        f"{voice} speaks {vocabulary.speed[labels.speed]}"
         f" with {vocabulary.pitch[labels.pitch]}, in a {vocabulary.delivery[labels.emotion]} voice"
         f" that sounds {vocabulary.tone[labels.emotion]}."
     )
@@ -140,8 +169,10 @@ __all__ = [
     "RECORDING",
     "SPEED_PHRASES",
     "VOICES_BY_GENDER",
+    "VOICE_HASHES",
     "VoiceLabels",
     "Vocabulary",
+    "official_voice",
     "parler_description",
     "parler_voice",
     "voice_labels",

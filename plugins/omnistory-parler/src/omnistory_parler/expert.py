@@ -9,7 +9,9 @@ from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import Failure
 from omnistory_parler.description import (
     DEFAULT_VOCABULARY,
+    VOICE_HASHES,
     Vocabulary,
+    official_voice,
     parler_description,
     voice_labels,
 )
@@ -30,6 +32,8 @@ class ParlerTTS(TTSExpert):
     selects the pool (male Jon/Gary/Mike, female Lea/Jenna/Laura, as in the official Omni-StoryBench
     code) and a stable hash of the normalised name selects the voice, so a character keeps its voice
     on every page; an unknown gender is resolved from the name, half of all names to each gender.
+    ``voice_hash=official`` uses the official runner's rule instead
+    (:func:`omnistory_parler.description.official_voice`).
     The description adds the speed and pitch labels in the words of Parler's training annotations
     (``omnistory_parler.description``).
 
@@ -79,37 +83,68 @@ class ParlerTTS(TTSExpert):
         "emotion_delivery": dict(DEFAULT_VOCABULARY.delivery),
         "emotion_tone": dict(DEFAULT_VOCABULARY.tone),
         "recording": DEFAULT_VOCABULARY.recording,
+        "tokenizer_revision": None,
+        "voice_hash": "ours",
         "seed": 0,
     }
+    #: parameters added after caches were written: in the cache key only when they change
+    #: something (``tokenizer_revision`` other than ``revision``, ``voice_hash`` other than ours)
+    ADDED: ClassVar[tuple[str, ...]] = ("tokenizer_revision", "voice_hash")
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
-        if unknown:
-            raise ValueError(
-                f"tts/parler: unknown parameter(s) {unknown}; known: {sorted(self.DEFAULTS)}"
-            )
-        super().__init__(**{**self.DEFAULTS, **params})
-        p = self.params
-        if p["dtype"] not in DTYPES:
-            raise ValueError(f"tts/parler: dtype {p['dtype']!r} is not one of {list(DTYPES)}")
-        if p["max_new_tokens"] is not None and int(p["max_new_tokens"]) < 1:
-            raise ValueError(f"tts/parler: max_new_tokens must be >= 1, got {p['max_new_tokens']}")
-        if float(p["temperature"]) <= 0:
-            raise ValueError(f"tts/parler: temperature must be > 0, got {p['temperature']}")
         try:
-            self.vocabulary = Vocabulary(
-                voices={"male": p["male_voices"], "female": p["female_voices"]},
-                speed=p["speed_phrases"],
-                pitch=p["pitch_phrases"],
-                delivery=p["emotion_delivery"],
-                tone=p["emotion_tone"],
-                recording=p["recording"],
-            )
+            self._configure(params)
         except ValueError as exc:
-            raise ValueError(f"tts/parler: {exc}") from exc
+            from omnistory_core.engine.job import ConfigError
+
+            raise ConfigError(f"tts={self.name}: {exc}") from None
         self.model: Any = None
         self.tokenizer: Any = None
         self.device: str | None = None
+
+    def _configure(self, params: dict[str, Any]) -> None:
+        """Validate the parameters; ``ValueError`` naming the parameter (and the valid keys)."""
+        unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted([*self.DEFAULTS, 'batch_size']))}")
+        super().__init__(**{**self.DEFAULTS, **params})
+        p = self.params
+        if p["dtype"] not in DTYPES:
+            raise ValueError(f"dtype {p['dtype']!r} is not one of {list(DTYPES)}")
+        if p["max_new_tokens"] is not None and number(p, "max_new_tokens", int) < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {p['max_new_tokens']!r}")
+        if number(p, "temperature", float) <= 0:
+            raise ValueError(f"temperature must be > 0, got {p['temperature']!r}")
+        if p["voice_hash"] not in VOICE_HASHES:
+            raise ValueError(
+                f"voice_hash must be one of {list(VOICE_HASHES)}, got {p['voice_hash']!r}"
+            )
+        self.vocabulary = Vocabulary(
+            voices={"male": p["male_voices"], "female": p["female_voices"]},
+            speed=p["speed_phrases"],
+            pitch=p["pitch_phrases"],
+            delivery=p["emotion_delivery"],
+            tone=p["emotion_tone"],
+            recording=p["recording"],
+        )
+
+    @property
+    def tokenizer_revision(self) -> str | None:
+        """The tokenizer's revision: ``tokenizer_revision``, or ``revision`` where it is null."""
+        p = self.params
+        return (p["tokenizer_revision"] or p["revision"]) or None
+
+    def output_params(self) -> dict[str, Any]:
+        params = super().output_params()
+        for key in self.ADDED:
+            params.pop(key, None)
+        # at their defaults the key is the one written before these parameters existed
+        if self.tokenizer_revision != (self.params["revision"] or None):
+            params["tokenizer_revision"] = self.tokenizer_revision
+        if self.params["voice_hash"] != self.DEFAULTS["voice_hash"]:
+            params["voice_hash"] = self.params["voice_hash"]
+        return dict(sorted(params.items()))
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -127,7 +162,9 @@ class ParlerTTS(TTSExpert):
             model = ParlerTTSForConditionalGeneration.from_pretrained(
                 p["model"], revision=revision, torch_dtype=getattr(torch, p["dtype"])
             )
-            tokenizer = AutoTokenizer.from_pretrained(p["model"], revision=revision)
+            # the official runner loads the model at a revision and the tokenizer from the
+            # default branch: tokenizer_revision keeps the two apart
+            tokenizer = AutoTokenizer.from_pretrained(p["model"], revision=self.tokenizer_revision)
         except (OSError, ValueError) as exc:
             raise ComponentError(f"tts/parler: cannot load model {p['model']!r}: {exc}") from exc
         self.model = model.to(device).eval()
@@ -149,7 +186,11 @@ class ParlerTTS(TTSExpert):
     # -- calls -----------------------------------------------------------------------------
     def describe(self, item: dict[str, Any]) -> str:
         """The voice description for one item (``ValueError`` on an invalid label)."""
-        return parler_description(voice_labels(item), self.vocabulary)
+        labels = voice_labels(item)
+        voice = None
+        if self.params["voice_hash"] == "official":
+            voice = official_voice(item.get("speaker"), item.get("gender"), self.vocabulary)
+        return parler_description(labels, self.vocabulary, voice=voice)
 
     def run_one(self, item: dict[str, Any]) -> Audio | Failure:
         text = clean_text(str(item.get("utterance") or ""))
@@ -192,6 +233,17 @@ class ParlerTTS(TTSExpert):
         if not np.isfinite(samples).all():
             raise ComponentError("tts/parler: the model produced non-finite samples")
         return samples
+
+
+def number(params: dict[str, Any], key: str, kind: type) -> Any:
+    """``params[key]`` as an ``int`` or ``float`` (``ValueError`` naming the key otherwise)."""
+    value = params[key]
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key} must be a number, got {value!r}") from None
 
 
 __all__ = ["DTYPES", "ParlerTTS", "clean_text"]

@@ -80,30 +80,35 @@ class VoxCPMTTS(TTSExpert):
     }
 
     def __init__(self, **params: Any):
+        try:
+            self._configure(params)
+        except ValueError as exc:
+            from omnistory_core.engine.job import ConfigError
+
+            raise ConfigError(f"tts={self.name}: {exc}") from None
+        self.model: Any = None
+
+    def _configure(self, params: dict[str, Any]) -> None:
+        """Validate the parameters; ``ValueError`` naming the parameter (and the valid keys)."""
         unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
         if unknown:
-            raise ValueError(
-                f"tts/voxcpm: unknown parameter(s) {unknown}; known: {sorted(self.DEFAULTS)}"
-            )
+            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted([*self.DEFAULTS, 'batch_size']))}")
         super().__init__(**{**self.DEFAULTS, **params})
         p = self.params
-        if float(p["cfg_value"]) <= 0:
-            raise ValueError(f"tts/voxcpm: cfg_value must be > 0, got {p['cfg_value']}")
+        if number(p, "cfg_value", float) <= 0:
+            raise ValueError(f"cfg_value must be > 0, got {p['cfg_value']!r}")
         for key in ("inference_timesteps", "max_len"):
-            if int(p[key]) < 1:
-                raise ValueError(f"tts/voxcpm: {key} must be >= 1, got {p[key]}")
-        try:
-            self.vocabulary = Vocabulary(
-                gender=p["gender_phrases"],
-                characters={"male": p["male_characters"], "female": p["female_characters"]},
-                tone=p["tone_phrases"],
-                pace=p["pace_phrases"],
-                pitch=p["pitch_phrases"],
-                recording=p["recording"],
-            )
-        except ValueError as exc:
-            raise ValueError(f"tts/voxcpm: {exc}") from exc
-        self.model: Any = None
+            if number(p, key, int) < 1:
+                raise ValueError(f"{key} must be >= 1, got {p[key]!r}")
+        self.vocabulary = Vocabulary(
+            gender=p["gender_phrases"],
+            characters={"male": p["male_characters"], "female": p["female_characters"]},
+            tone=p["tone_phrases"],
+            pace=p["pace_phrases"],
+            pitch=p["pitch_phrases"],
+            recording=p["recording"],
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -174,6 +179,17 @@ class VoxCPMTTS(TTSExpert):
         if not np.isfinite(samples).all():
             raise ComponentError("tts/voxcpm: the model produced non-finite samples")
         return samples
+
+
+def number(params: dict[str, Any], key: str, kind: type) -> Any:
+    """``params[key]`` as an ``int`` or ``float`` (``ValueError`` naming the key otherwise)."""
+    value = params[key]
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key} must be a number, got {value!r}") from None
 
 
 __all__ = ["VoxCPMTTS", "clean_text"]
