@@ -147,7 +147,8 @@ def _plan(digest: bytes) -> dict[str, Any]:
         "narration": f'Stand-in page {tag}. "Look!" said Pip.',
         "image_prompt": f"a stand-in illustration {tag}",
         "speech": {
-            "utterance": "Look!",
+            # distinct per source, as real models' lines are: no chance collision of TTS inputs
+            "utterance": f"Look, {tag}!",
             "speaker": "Pip",
             "emotion": EMOTIONS[digest[0] % len(EMOTIONS)],
             "speed": SPEEDS[digest[1] % len(SPEEDS)],

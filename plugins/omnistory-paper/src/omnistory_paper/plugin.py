@@ -22,6 +22,12 @@ SEMI: tuple[str, ...] = tuple(
     + [f"{b}_{i}" for b in ("qwen25omni", "emova") for i in ("dev", "kontext", "nitro")]
 )
 
+#: the paper's 4 any-to-any systems (Section 5.1): one backbone makes all three modalities
+ANY_TO_ANY: tuple[str, ...] = ("hyperclova", "anygpt", "omnidiffusion", "dynin")
+
+#: the 32 configurations of the paper, each exactly once (``suite=paper32``)
+PAPER32: tuple[str, ...] = ORCHESTRATION + SEMI + ANY_TO_ANY
+
 
 @hookimpl
 def register_config_paths(register):
