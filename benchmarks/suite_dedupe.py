@@ -10,8 +10,15 @@ prints, per role (planner or backbone, image expert, TTS expert):
   own, without a shared store, costs);
 * then a second, fully cached run of the same command: its calls and model loads (both should be 0).
 
+Then it evaluates the sweep through the real ``evaluate`` command with one judge per track (the
+hosted judges, served by a local OpenAI-compatible server on 127.0.0.1 that answers every
+criterion) and prints, per judge, the distinct judge calls per example
+(``evaluation_stats.json``) against one call per system, and the calls of a second, cached
+evaluation (should be 0).
+
     python benchmarks/suite_dedupe.py --suite semi [--examples 3]
     python benchmarks/suite_dedupe.py --suite orchestration
+    python benchmarks/suite_dedupe.py --suite paper32 --examples 2
 
 Needs the suite's plugins installed (``scripts/test.sh`` installs them all).
 """
@@ -66,6 +73,65 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
+#: one judge per track; the hosted judges speak the OpenAI protocol to the local server
+JUDGES = {
+    "text": "text-hosted",
+    "image": "image-hosted",
+    "speech": "speech-hosted",
+    "omni": "omni-hosted",
+}
+
+
+def evaluate_sweep(root: Path) -> dict:
+    """Run ``evaluate`` on the sweep against a local judge server; its evaluation_stats.json."""
+    from omnistory_core.evaluation.judges import CRITERIA
+    from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
+
+    def answer(body: dict) -> Reply:
+        track = body["model"]  # each judge below is configured with its track as the model name
+        return Reply(
+            content=json.dumps({c: {"score": 7, "rationale": "stand-in"} for c in CRITERIA[track]})
+        )
+
+    with LocalChatServer(answer) as server:
+        sets = []
+        for track, judge in JUDGES.items():
+            sets += [
+                "--set",
+                f"judge.{judge}.base_url={server.base_url}",
+                "--set",
+                f"judge.{judge}.model={track}",
+            ]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "omnistory_core",
+                "evaluate",
+                "out/sweeps/bench",
+                "--metrics",
+                "",
+                "--judges",
+                ",".join(JUDGES.values()),
+                *sets,
+                "--no-report",
+                "--no-progress",
+            ],
+            # the hosted judges read their key from OPENAI_API_KEY; the local server checks none
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env={**_env(), "OPENAI_API_KEY": "local"},
+        )
+    if proc.returncode != 0:
+        sys.exit(f"evaluate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    scores = (root / "out" / "sweeps" / "bench" / "scores.jsonl").read_text().splitlines()
+    bad = [row for row in map(json.loads, scores) if row["status"] != "ok"]
+    if bad:
+        sys.exit(f"{len(bad)} judge rows are not ok, e.g. {bad[0]}")
+    return json.loads((root / "out" / "sweeps" / "bench" / "evaluation_stats.json").read_text())
+
+
 def naive_counts(sweep_dir: Path) -> dict[str, int]:
     """Per role: how many systems of the sweep have one (from each job's manifest)."""
     counts = dict.fromkeys(dict.fromkeys(ROLE.values()), 0)
@@ -89,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, counts in first["components"].items():
             distinct[ROLE[key.split("/")[0]]] += counts["calls"]
         second = run_suite(root, args.suite, args.examples)
+        judged = evaluate_sweep(root)
+        judged_again = evaluate_sweep(root)
     n = args.examples
     print(f"suite={args.suite}: {systems} systems x {n} demo examples, stand-in components")
     print(f"{'role':<18}{'distinct/example':>18}{'naive/example':>16}{'ratio':>8}")
@@ -100,6 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     calls = sum(c["calls"] for c in second["components"].values())
     loads = sum(c["loads"] for c in second["components"].values())
     print(f"cached re-run: {calls} calls, {loads} model loads")
+    print()
+    print(f"evaluation: one judge per track, {systems} systems x {n} examples")
+    print(f"{'judge':<28}{'distinct/example':>18}{'naive/example':>16}{'ratio':>8}")
+    total_j = 0.0
+    for track, judge in JUDGES.items():
+        key = f"judge/{judge}"
+        d = judged["components"][key]["calls"] / n
+        total_j += d
+        print(f"{track + ' (' + judge + ')':<28}{d:>18.2f}{systems:>16d}{d / systems:>8.2f}")
+    naive_j = systems * len(JUDGES)
+    print(f"{'total':<28}{total_j:>18.2f}{naive_j:>16d}{total_j / naive_j:>8.2f}")
+    again = sum(c["calls"] for c in judged_again["components"].values())
+    print(f"cached re-evaluation: {again} judge calls")
     return 0
 
 

@@ -172,7 +172,11 @@ def _tone(digest: bytes):
     rate = 16000
     t = np.arange(rate // 10) / rate
     freq = 150 + digest[0]
-    return Audio((0.2 * np.sin(2 * np.pi * freq * t)).astype(np.float32), rate)
+    # quiet noise seeded by the whole digest: the pitch alone has 256 values, and two sources
+    # sharing a waveform would collide in the judges' content-addressed cache
+    noise = np.random.default_rng(int.from_bytes(digest[:8], "big")).standard_normal(t.size)
+    wave = 0.2 * np.sin(2 * np.pi * freq * t) + 0.001 * noise
+    return Audio(wave.astype(np.float32), rate)
 
 
 def _params_ok(self, **params: Any) -> None:
