@@ -38,20 +38,22 @@ def load_dataset(spec: Mapping[str, Any]) -> list[StoryExample]:
 
     ``spec`` keys: ``name`` (``"demo"`` or ``"omnistorybench"``), optional ``root`` (local copy of
     the release; absent or missing -> downloaded if ``download`` is true, the default), ``limit``
-    (first N rows), ``download`` and ``repo_id`` (default ``snu-aidas/Omni-StoryBench``).  Other
+    (first N rows), ``strict`` (refuse keys the release schema does not define instead of warning,
+    default false), ``download`` and ``repo_id`` (default ``snu-aidas/Omni-StoryBench``).  Other
     keys (for example Hydra's ``_target_``-free bookkeeping) are ignored.
     """
     name = spec.get("name")
     limit = check_limit(spec.get("limit"))
+    strict = _flag(spec.get("strict", False), "strict")
     if name == "demo":
-        return load_demo(limit=limit)
+        return load_demo(limit=limit, strict=strict)
     if name == "omnistorybench":
         root = resolve_root(
             spec.get("root"),
             repo_id=str(spec.get("repo_id") or HF_REPO_ID),
             download=_flag(spec.get("download", True), "download"),
         )
-        return load_official(root, limit=limit)
+        return load_official(root, limit=limit, strict=strict)
     raise DatasetError(f"unknown dataset name {name!r}; expected one of {', '.join(DATASET_NAMES)}")
 
 

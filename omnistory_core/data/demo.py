@@ -29,6 +29,6 @@ def demo_root() -> Path:
     return folder
 
 
-def load_demo(limit: int | None = None) -> list[StoryExample]:
+def load_demo(limit: int | None = None, *, strict: bool = False) -> list[StoryExample]:
     """Load the bundled demo dataset (validated like the official release)."""
-    return load_official(demo_root(), limit=limit)
+    return load_official(demo_root(), limit=limit, strict=strict)

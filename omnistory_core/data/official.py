@@ -10,12 +10,19 @@ Layout (the Hugging Face dataset ``snu-aidas/Omni-StoryBench``)::
 
 Every row is validated before anything is returned, and all findings are reported together in
 one :class:`DatasetError`, so a broken dataset stops a run before any generation starts.
+
+Newer releases may add keys (a parquet column, a per-sample JSON key): these are ignored with one
+warning that counts them, unless ``strict`` asks for them to be refused.  Missing or malformed
+required fields are always errors.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +48,69 @@ from omnistory_core.data.schema import (
 
 MAX_DIFFS_PER_SAMPLE = 5
 
+log = logging.getLogger("omnistory.data")
 
-def load_official(root: str | os.PathLike[str], *, limit: int | None = None) -> list[StoryExample]:
+
+@dataclass
+class _Unknown:
+    """Where one unknown key occurs: its first place (for the strict error) and how often."""
+
+    first: Problem
+    where: str
+    count: int = 0
+
+
+@dataclass
+class UnknownKeys:
+    """Keys the release schema does not define, collected over all rows."""
+
+    n_rows: int = 0
+    found: dict[tuple[str, str], _Unknown] = field(default_factory=dict)
+
+    def add(self, where: str, problem: Problem) -> None:
+        # characters[0].x and characters[1].x are one key of the schema, counted together.
+        name = re.sub(r"\[\d+\]", "[*]", problem.field)
+        entry = self.found.setdefault((where, name), _Unknown(problem, where))
+        entry.count += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def summary(self) -> str:
+        parts = [
+            f"{name!r} ({entry.where}, {entry.count} of {self.n_rows} rows)"
+            for (_, name), entry in sorted(self.found.items())
+        ]
+        total = sum(entry.count for entry in self.found.values())
+        return f"{total} occurrence(s) of {len(parts)} unknown key(s): {', '.join(parts)}"
+
+    def problems(self) -> list[Problem]:
+        """One problem per distinct key, at its first occurrence."""
+        out = []
+        for entry in self.found.values():
+            first = entry.first
+            message = (
+                f"unknown key ({entry.where}, {entry.count} of {self.n_rows} rows); "
+                "dataset.strict=true refuses keys the release schema does not define"
+            )
+            out.append(Problem(first.file, first.field, message, first.row, first.example_id))
+        return out
+
+
+def load_official(
+    root: str | os.PathLike[str], *, limit: int | None = None, strict: bool = False
+) -> list[StoryExample]:
     """Load the release at ``root`` as :class:`StoryExample` objects in parquet row order.
 
     ``StoryExample.index`` is the row number, i.e. the candidate index of the official output
     layout.  ``limit`` keeps the first ``limit`` rows (and only those are validated).  Paths in
     the examples are absolute; ``extra`` keeps the root-relative paths, the dataset root, any
     normalisation applied and parquet columns beyond the required ones.
+
+    Keys the release schema does not define (extra parquet columns, extra per-sample JSON keys)
+    are logged once as a warning with their count; with ``strict`` they are errors instead.
+    Empty free-text fields (book metadata, ``scene``, ``text_instruction``, ``ambient_sound``) are
+    valid.
 
     Raises :class:`DatasetError` if the parquet cannot be read, a required column is missing, or
     any row fails validation (labels, the id rule, missing files, list-column JSON, empty
@@ -70,8 +132,9 @@ def load_official(root: str | os.PathLike[str], *, limit: int | None = None) -> 
     problems: list[Problem] = []
     examples: list[StoryExample] = []
     first_row_of: dict[str, int] = {}
+    unknown = UnknownKeys(n_rows=len(rows))
     for index, row in enumerate(rows):
-        row_problems, example = _check_row(row, index, root_path, other_columns)
+        row_problems, example = _check_row(row, index, root_path, other_columns, unknown)
         example_id = row.get("id")
         if isinstance(example_id, str):
             if example_id in first_row_of:
@@ -89,8 +152,16 @@ def load_official(root: str | os.PathLike[str], *, limit: int | None = None) -> 
         problems += row_problems
         if example is not None:
             examples.append(example)
+    if unknown and strict:
+        problems += unknown.problems()
     if problems:
         raise DatasetError(f"Omni-StoryBench dataset at {root_path} failed validation", problems)
+    if unknown:
+        log.warning(
+            "dataset at %s: ignored %s (set dataset.strict=true to refuse them)",
+            root_path,
+            unknown.summary(),
+        )
     return examples
 
 
@@ -137,15 +208,29 @@ def _read_rows(root: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
 
 
 def _check_row(
-    row: dict[str, Any], index: int, root: Path, other_columns: tuple[str, ...]
+    row: dict[str, Any],
+    index: int,
+    root: Path,
+    other_columns: tuple[str, ...],
+    unknown: UnknownKeys,
 ) -> tuple[list[Problem], StoryExample | None]:
-    """Validate one row; return its problems and, when there are none, the example."""
+    """Validate one row; return its problems and, when there are none, the example.
+
+    Unknown keys go to ``unknown`` rather than to the problems: whether they are errors is the
+    caller's decision (``strict``).
+    """
     raw_id = row.get("id")
     example_id = raw_id if isinstance(raw_id, str) and raw_id else None
     problems: list[Problem] = []
 
     def report(field: str, message: str, file: str = PARQUET_RELATIVE_PATH) -> None:
         problems.append(Problem(file, field, message, index, example_id))
+
+    for name in other_columns:
+        unknown.add(
+            "parquet column",
+            Problem(PARQUET_RELATIVE_PATH, name, "unknown column", index, example_id),
+        )
 
     for name in REQUIRED_COLUMNS:
         if name in LIST_COLUMNS:
@@ -199,8 +284,14 @@ def _check_row(
 
     if "sample_path" in files and len(decoded) == len(LIST_COLUMNS):
         sample_file = row["sample_path"]
-        for field, message in _sample_differences(files["sample_path"], row, decoded):
-            report(field, message, file=sample_file)
+        extra_keys: list[str] = []
+        for name, message in _sample_differences(files["sample_path"], row, decoded, extra_keys):
+            report(name, message, file=sample_file)
+        for name in extra_keys:
+            unknown.add(
+                "per-sample JSON",
+                Problem(sample_file, name, "unknown key", index, example_id),
+            )
 
     if problems:
         return problems, None
@@ -237,9 +328,16 @@ def _image_problem(path: Path) -> str | None:
 
 
 def _sample_differences(
-    path: Path, row: dict[str, Any], decoded: dict[str, list[dict[str, Any]]]
+    path: Path,
+    row: dict[str, Any],
+    decoded: dict[str, list[dict[str, Any]]],
+    extra_keys: list[str],
 ) -> list[tuple[str, str]]:
-    """Compare the per-sample JSON with the row, as the official evaluator does (exact equality)."""
+    """Compare the per-sample JSON with the row, as the official evaluator does (exact equality).
+
+    Keys the row has no counterpart for are appended to ``extra_keys`` instead of being reported:
+    the official evaluator compares the fields it knows, so a newer release may add keys.
+    """
     try:
         sample = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -248,7 +346,7 @@ def _sample_differences(
     if isinstance(sample, dict):
         _tolerate_absent_speech_intent(sample, expected)
     diffs: list[tuple[str, str]] = []
-    _diff(sample, expected, "", diffs)
+    _diff(sample, expected, "", diffs, extra_keys)
     if len(diffs) > MAX_DIFFS_PER_SAMPLE:
         hidden = len(diffs) - MAX_DIFFS_PER_SAMPLE
         diffs = diffs[:MAX_DIFFS_PER_SAMPLE] + [("(file)", f"{hidden} more difference(s)")]
@@ -276,7 +374,9 @@ def _tolerate_absent_speech_intent(sample: dict[str, Any], expected: dict[str, A
             del want_item["speech_intent"]
 
 
-def _diff(got: Any, want: Any, where: str, out: list[tuple[str, str]]) -> None:
+def _diff(
+    got: Any, want: Any, where: str, out: list[tuple[str, str]], extra_keys: list[str]
+) -> None:
     label = where or "(root)"
     if isinstance(want, dict) and isinstance(got, dict):
         for key in want:
@@ -284,15 +384,14 @@ def _diff(got: Any, want: Any, where: str, out: list[tuple[str, str]]) -> None:
             if key not in got:
                 out.append((child, "missing from the per-sample JSON"))
             else:
-                _diff(got[key], want[key], child, out)
+                _diff(got[key], want[key], child, out, extra_keys)
         for key in got:
             if key not in want:
-                child = f"{where}.{key}" if where else key
-                out.append((child, "unexpected key in the per-sample JSON"))
+                extra_keys.append(f"{where}.{key}" if where else key)
         return
     if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
         for position, (got_item, want_item) in enumerate(zip(got, want, strict=True)):
-            _diff(got_item, want_item, f"{where}[{position}]", out)
+            _diff(got_item, want_item, f"{where}[{position}]", out, extra_keys)
         return
     if got != want:
         out.append(

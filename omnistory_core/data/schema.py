@@ -69,13 +69,15 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 
 # String columns that must not be empty or whitespace.  Book metadata may be "" (the metadata
-# prompt asks the annotator to leave unknowns empty), so it is only type-checked.
+# prompt asks the annotator to leave unknowns empty), and so may the free-text conditions: a page
+# with no sound or no stated goal is described by "", which systems read as "no constraint".
+# Both are only type-checked.
+FREE_TEXT_COLUMNS: tuple[str, ...] = (*BOOK_METADATA_COLUMNS, *CONDITION_TEXT_COLUMNS)
 NON_EMPTY_COLUMNS: tuple[str, ...] = (
     *ID_COLUMNS,
     *PATH_COLUMNS,
     "current_text",
     "next_text",
-    *CONDITION_TEXT_COLUMNS,
     *(f"speech_{f}" for f in SPEECH_FIELDS),
 )
 

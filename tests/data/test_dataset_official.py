@@ -161,14 +161,16 @@ def test_missing_parquet_and_missing_root(release, tmp_path):
 
 def test_empty_required_text_and_null(release, edit_rows):
     def corrupt(rows):
-        rows[2]["scene"] = "   "
+        rows[2]["next_text"] = "   "
         rows[6]["next_text"] = None
         rows[7]["genre"] = ""  # book metadata may be empty: unknowns are ""
+        rows[8]["scene"] = None  # free text may be empty, never absent
 
     edit_rows(release, corrupt)
     error = load_error(release)
-    assert find(error, field="scene", row=2).message == "required text is empty"
+    assert find(error, field="next_text", row=2).message == "required text is empty"
     assert find(error, field="next_text", row=6).message == "value is missing (null)"
+    assert find(error, field="scene", row=8).message == "value is missing (null)"
     assert not [p for p in error.problems if p.row == 7 and p.file == PARQUET]
 
 
