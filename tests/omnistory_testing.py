@@ -1,26 +1,13 @@
-"""Shared test helpers: run the real CLI in a subprocess, as a user would."""
+"""Shared test helpers: the plugin kit's CLI runner (``omnistory_core.testing.run_cli``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from omnistory_core.testing import run_cli
 
-def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "omnistory_core", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+__all__ = ["load_json", "run_cli"]
 
 
 def load_json(path: Path) -> dict:

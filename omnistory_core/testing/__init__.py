@@ -1,5 +1,43 @@
-"""Helpers for testing and measuring omnistory systems without model weights.
+"""The plugin kit: what a plugin's tests need to exercise a component without weights or network.
 
-``omnistory_core.testing.standins``: stand-in components that take the place of installed model
-plugins under the same names, so a real sweep (presets, suites, the store, the report) runs offline.
+* :func:`check_component` -- run a component through the real engine on the bundled demo and
+  assert the contract (identity, ``reads``, light import, output types, load only on a cache miss,
+  same seed same output, output vs runtime parameters in the cache key, failures as data);
+* :class:`FakeServer` / :class:`Reply` -- a local server speaking the OpenAI Chat Completions,
+  Anthropic Messages and vLLM wire protocols, with scripted answers, for API components;
+* :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it;
+* :func:`demo_planner_items` -- the inputs the engine builds for the first demo examples;
+* :mod:`omnistory_core.testing.checkpoints` -- tiny tokenizers and seeding for random checkpoints
+  built inside a test (imports ``tokenizers``/``transformers``/``torch`` only when called);
+* :mod:`omnistory_core.testing.standins` -- stand-ins for every installed model component, so a
+  real sweep runs offline.
+
+Importing this package imports nothing heavy (standard library and ``omnistory_core`` only).
 """
+
+from __future__ import annotations
+
+from omnistory_core.testing.conformance import (
+    HEAVY_MODULES,
+    ConformanceError,
+    ConformanceReport,
+    check_component,
+    registry_with,
+)
+from omnistory_core.testing.runs import demo_planner_items, files_containing, run_cli
+from omnistory_core.testing.servers import VALID_PLAN, FakeServer, RecordedRequest, Reply
+
+__all__ = [
+    "HEAVY_MODULES",
+    "VALID_PLAN",
+    "ConformanceError",
+    "ConformanceReport",
+    "FakeServer",
+    "RecordedRequest",
+    "Reply",
+    "check_component",
+    "demo_planner_items",
+    "files_containing",
+    "registry_with",
+    "run_cli",
+]

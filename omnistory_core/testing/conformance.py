@@ -1,0 +1,881 @@
+"""``check_component``: run a component through the real engine on the bundled demo and assert the
+contract every component must keep.
+
+What is checked (each one raises :class:`ConformanceError`, an ``AssertionError``, naming the
+component, the check and what to change):
+
+``identity``        ``kind``, ``name`` and ``version`` are set; the plugin hook accepts the class
+``reads``           every declared input is in its kind's vocabulary (``omnistory_core.components``)
+``light_import``    importing the class's module in a fresh interpreter imports no heavy library
+                    (torch, transformers, diffusers, ...) that ``omnistory_core`` itself does not
+``outputs``         on the demo examples the component's calls succeed and return its kind's type
+                    (plan text, a decodable PNG, a decodable WAV, a ``BackboneOutput`` that makes
+                    the modalities in ``produces`` and the plan fields the experts need)
+``cache``           ``load()`` runs once, on the first cache miss; a second run over the same store
+                    computes nothing and loads nothing
+``runtime_params``  changing a runtime parameter keeps every cache key
+``output_params``   changing an output parameter (and the seed) changes the cache key
+``deterministic``   the same parameters and seed in a separate store give identical records and
+                    blobs
+``failures``        an item whose call raises becomes a ``Failure`` record (in the store and in
+                    ``records.jsonl``), its neighbours are still computed, the run does not crash
+
+The component runs in a complete system: a planner with the built-in ``noop`` image and TTS
+experts, an image or TTS expert after the built-in ``template`` planner, a backbone with the
+``noop`` expert for each modality it does not make.  The class is registered for the run through a
+pluggy plugin made in-process (the same hook path as an installed plugin), so it need not be
+installed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import types
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: libraries a plugin must import in ``load()``, never at module import
+HEAVY_MODULES: tuple[str, ...] = (
+    "torch",
+    "transformers",
+    "diffusers",
+    "accelerate",
+    "tensorflow",
+    "jax",
+    "vllm",
+    "onnxruntime",
+)
+
+#: the built-in components that complete a system around the component under test
+_UPSTREAM = {"planner": "template", "image": "noop", "tts": "noop"}
+_HOOKS = {
+    "planner": "register_planners",
+    "image": "register_image_experts",
+    "tts": "register_tts_experts",
+    "backbone": "register_backbones",
+}
+_GENERATION_KINDS = tuple(_HOOKS)
+_MODALITY_OF_KIND = {"planner": "text", "backbone": "text", "image": "image", "tts": "speech"}
+_POISON = "check_component: deliberate failure of this item"
+
+
+class ConformanceError(AssertionError):
+    """A component that breaks the contract: names the component, the check and the fix."""
+
+
+@dataclass
+class ConformanceReport:
+    """What :func:`check_component` checked.
+
+    ``passed`` lists the checks that ran and held; ``skipped`` maps a check (or sub-check) to why
+    it could not run; ``calls`` counts the component's computed calls per run.
+    """
+
+    component: str
+    version: str
+    examples: int
+    passed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"{self.component} v{self.version}: {self.examples} demo examples"]
+        lines += [f"  ok       {name}" for name in self.passed]
+        lines += [f"  skipped  {name}: {why}" for name, why in self.skipped.items()]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Run:
+    result: Any  # JobResult
+    store: Any  # Store
+    component: Any  # the instance under test
+    loads: int  # load() calls counted during the run (construction included)
+    records: dict[int, Any]  # example index -> the component's CallRecord (or blocking Failure)
+
+
+def check_component(
+    cls: type,
+    /,
+    *,
+    examples: int = 2,
+    vary: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> ConformanceReport:
+    """Run ``cls`` with parameters ``kwargs`` through the engine on the first ``examples`` demo
+    examples and assert the component contract (see the module docstring).
+
+    Give parameters that make it run offline: a tiny checkpoint your tests build, the base URL of
+    a local :class:`~omnistory_core.testing.FakeServer`, ...  ``vary`` maps a parameter to another
+    valid value for the cache-key checks (by default numbers and flags are changed, text gets a
+    suffix, and anything else is skipped with its reason in the report).  ``params`` passes
+    parameters whose names clash with these keywords.  Returns a :class:`ConformanceReport`;
+    raises :class:`ConformanceError` on the first violation.
+    """
+    params = {**dict(params or {}), **kwargs}
+    report = ConformanceReport(
+        component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
+        version=str(getattr(cls, "version", "?")),
+        examples=examples,
+    )
+    _check_identity(cls, report)
+    _check_reads(cls, report)
+    _check_light_import(cls, report)
+
+    from omnistory_core.data.demo import load_demo
+
+    demo = load_demo(limit=examples)
+    if not demo:
+        raise ConformanceError("the bundled demo dataset has no examples")
+    report.examples = len(demo)
+    with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
+        root = Path(tmp)
+        first = _run(cls, params, demo, root / "store-a")
+        report.keys = [getattr(r, "key", "") for r in first.records.values()]
+        report.calls["first run"] = first.result.stats[cls.key()].calls
+        _check_outputs(cls, first, report)
+        _check_cache(cls, params, demo, root, first, report)
+        _check_runtime_params(cls, params, demo, root, first, vary or {}, report)
+        _check_output_params(cls, params, demo, first, vary or {}, report)
+        _check_deterministic(cls, params, demo, root, first, report)
+        _check_failures(cls, params, demo, root, report)
+    return report
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _fail(cls: type, check: str, message: str) -> ConformanceError:
+    return ConformanceError(
+        f"check_component({getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}): {check}:"
+        f" {message}"
+    )
+
+
+def _plugin_module(name: str, registrations: dict[str, list[type]]) -> types.ModuleType:
+    """A plugin module like an installed plugin's, with one ``register_*`` hook per kind."""
+    from omnistory_core.hookspecs import hookimpl
+
+    module = types.ModuleType(name)
+    for hook, classes in registrations.items():
+
+        def impl(register, _classes=tuple(classes)):
+            for c in _classes:
+                register(c)
+
+        impl.__name__ = hook
+        setattr(module, hook, hookimpl(impl))
+    return module
+
+
+def registry_with(*classes: type) -> Any:
+    """A plugin registry holding ``classes`` (through the same hook path as an installed plugin)
+    and the built-in components that complete a system around them, nothing else installed."""
+    from omnistory_core import plugins
+
+    registry = plugins.Registry()
+    pm = plugins._make_manager()
+    wanted: dict[str, list[type]] = {}
+    for c in classes:
+        wanted.setdefault(_HOOKS.get(getattr(c, "kind", ""), "register_planners"), []).append(c)
+    taken = {(getattr(c, "kind", None), getattr(c, "name", None)) for c in classes}
+    plugins._register_plugin(
+        pm,
+        registry,
+        "check_component",
+        lambda: _plugin_module("omnistory_check_component", wanted),
+        "check-component",
+        "0",
+        strict=True,
+    )
+    from omnistory_core.builtin import images, noop_tts, planners
+
+    builtin = [
+        c
+        for c in (
+            *planners.PLANNERS,
+            *images.IMAGE_EXPERTS,
+            noop_tts.NoopTTS,
+        )
+        if (c.kind, c.name) not in taken
+    ]
+    upstream: dict[str, list[type]] = {}
+    for c in builtin:
+        upstream.setdefault(_HOOKS[c.kind], []).append(c)
+    plugins._register_plugin(
+        pm,
+        registry,
+        "builtin",
+        lambda: _plugin_module("omnistory_check_component_builtin", upstream),
+        "omnistory-core",
+        "0",
+        strict=True,
+    )
+    pm.check_pending()
+    return registry
+
+
+def _system_config(cls: type, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    node = {"name": cls.name, **params}
+    kind = cls.kind
+    if kind == "backbone":
+        cfg: dict[str, Any] = {"backbone": node}
+        produces = frozenset(getattr(cls, "produces", ()))
+        if "image" not in produces:
+            cfg["image"] = {"name": _UPSTREAM["image"]}
+        if "speech" not in produces:
+            cfg["tts"] = {"name": _UPSTREAM["tts"]}
+        return {**cfg, "seed": seed}
+    cfg = {group: {"name": name} for group, name in _UPSTREAM.items()}
+    cfg[kind] = node
+    return {**cfg, "seed": seed}
+
+
+def _identity_attrs(cls: type) -> dict[str, Any]:
+    """What a subclass made here must repeat so it is the same component to the engine."""
+    return {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        # a subclass recomputes runtime_params from its own namespace: hand it the full tuple
+        "runtime_params": tuple(getattr(cls, "runtime_params", ())),
+    }
+
+
+def _counting(cls: type, counter: list[int]) -> type:
+    """``cls`` with its ``load`` counted, construction included (a load from ``__init__``)."""
+
+    def load(self):
+        counter.append(1)
+        return cls.load(self)
+
+    return type(
+        cls.__name__,
+        (cls,),
+        {"load": load, **_identity_attrs(cls)},
+    )
+
+
+def _failing(cls: type) -> type:
+    """``cls`` whose call raises for the first item it is given (and only that item): through
+    ``run_one`` when the class batches with the base ``run_batch``, else through ``run_batch``."""
+    from omnistory_core.components import Component
+    from omnistory_core.engine.hashing import digest
+
+    state: dict[str, Any] = {}
+
+    def poisoned(item: Mapping[str, Any]) -> bool:
+        signature = json.dumps({k: digest(v) for k, v in sorted(item.items())})
+        state.setdefault("poisoned", signature)
+        return state["poisoned"] == signature
+
+    attrs: dict[str, Any] = _identity_attrs(cls)
+    if cls.run_batch is Component.run_batch:
+
+        def run_one(self, item):
+            if poisoned(item):
+                raise RuntimeError(_POISON)
+            return cls.run_one(self, item)
+
+        attrs["run_one"] = run_one
+    else:
+
+        def run_batch(self, items):
+            if any([poisoned(item) for item in items]):
+                raise RuntimeError(_POISON)
+            return cls.run_batch(self, items)
+
+        attrs["run_batch"] = run_batch
+    return type(cls.__name__, (cls,), attrs)
+
+
+def _build(registry: Any, cfg: dict[str, Any], oracle: bool) -> dict[str, Any]:
+    from omnistory_core.engine.job import build_component
+    from omnistory_core.engine.system import resolve_system
+
+    system = resolve_system(cfg, registry)
+    return {
+        group: build_component(registry, group, node, seed=int(cfg["seed"]), allow_oracle=oracle)
+        for group, node in system.specs.items()
+    }
+
+
+def _run(
+    cls: type,
+    params: Mapping[str, Any],
+    demo: list[Any],
+    store_dir: Path,
+    *,
+    wrap: Any = None,
+    check: str = "outputs",
+) -> _Run:
+    from omnistory_core.engine.job import ConfigError, run_job
+    from omnistory_core.engine.store import Store
+    from omnistory_core.plugins import PluginError
+
+    counter: list[int] = []
+    runnable = _counting(wrap(cls) if wrap else cls, counter)
+    seed = int(params.get("seed", 0))
+    try:
+        registry = registry_with(runnable)
+        components = _build(registry, _system_config(cls, params, seed), bool(cls.oracle))
+    except (ConfigError, PluginError) as exc:
+        raise _fail(cls, check, f"the engine refused the component: {exc}") from exc
+    store = Store(store_dir)
+    try:
+        result = run_job(examples=demo, components=components, store=store)
+    except ConfigError as exc:  # the engine's own refusal, e.g. a component that cannot load
+        raise _fail(cls, check, f"the engine stopped the run: {exc}") from exc
+    except Exception as exc:
+        raise _fail(
+            cls,
+            check,
+            f"the run crashed with {type(exc).__name__}: {exc} (a component's failure must be"
+            " data: return a Failure or raise for the item, never take down the run)",
+        ) from exc
+    component = components[_group(cls)]
+    records = _component_records(cls, result, component, store, demo)
+    return _Run(result, store, component, len(counter), records)
+
+
+def _group(cls: type) -> str:
+    """The system group the component under test fills (its kind)."""
+    return str(cls.kind)
+
+
+def _component_records(cls, result, component, store, demo) -> dict[int, Any]:
+    """Per example, the component's own call record (or the failure that blocked the call)."""
+    from omnistory_core.engine.stage import item_key
+
+    if cls.kind in ("image", "tts"):
+        return dict(result.media["image" if cls.kind == "image" else "speech"])
+    # the planner or backbone: recompute its keys exactly as the engine did
+    out: dict[int, Any] = {}
+    for ex, inputs in zip(demo, _inputs(cls, component, result, demo), strict=True):
+        out[ex.index] = store.get(item_key(component, inputs))
+    return out
+
+
+def _inputs(cls: type, component: Any, result: Any, demo: list[Any]) -> list[dict[str, Any]]:
+    """The inputs the engine handed the component, per example (``job.project`` of the pool)."""
+    from omnistory_core.engine.job import MediaHasher, example_inputs, project
+
+    media = MediaHasher()
+    items = []
+    for ex in demo:
+        pool = dict(example_inputs(ex, media, oracle=bool(cls.oracle)))
+        if cls.kind in ("image", "tts"):
+            pool.update(result.plans[ex.index].fields)
+        items.append(project(component, pool))
+    return items
+
+
+def _describe(record: Any) -> str:
+    failure = getattr(record, "failure", None)
+    if isinstance(failure, dict):
+        return f"{failure.get('category')}: {failure.get('message')}"
+    return f"{getattr(record, 'category', '?')}: {getattr(record, 'message', record)}"
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+# -- the checks ----------------------------------------------------------------------------------
+
+
+def _check_identity(cls: type, report: ConformanceReport) -> None:
+    from omnistory_core.components import Component
+
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise _fail(cls, "identity", f"{cls!r} is not a subclass of omnistory_core Component")
+    kind = getattr(cls, "kind", None)
+    if kind not in _GENERATION_KINDS:
+        raise _fail(
+            cls,
+            "identity",
+            f"kind {kind!r}: check_component runs generation components"
+            f" ({', '.join(_GENERATION_KINDS)}); subclass Planner, ImageExpert, TTSExpert or"
+            " Backbone",
+        )
+    name = cls.__dict__.get("name", getattr(cls, "name", None))
+    if not isinstance(name, str) or not name or any(c in name for c in " /=,\t\n"):
+        raise _fail(
+            cls,
+            "identity",
+            f"name {name!r} must be a non-empty string without spaces, '/', '=' or ','"
+            f" (users type {kind}=<name>)",
+        )
+    version = getattr(cls, "version", None)
+    if not isinstance(version, str) or not version.strip():
+        raise _fail(
+            cls,
+            "identity",
+            f"version {version!r} must be a non-empty string (bump it whenever outputs change)",
+        )
+    if version == Component.version and not any(
+        "version" in vars(k) for k in cls.__mro__ if k is not Component
+    ):
+        raise _fail(
+            cls,
+            "identity",
+            "no version of its own (it inherits the base class's '0'); set version = '1'"
+            " and bump it whenever outputs change",
+        )
+    try:
+        registry_with(cls)
+    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
+        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
+    report.passed.append("identity")
+
+
+def _check_reads(cls: type, report: ConformanceReport) -> None:
+    from omnistory_core.components import EXAMPLE_INPUTS, PLAN_INPUTS, REFERENCE_INPUTS
+
+    reads = getattr(cls, "reads", None)
+    if not isinstance(reads, tuple | list) or not all(isinstance(r, str) for r in reads):
+        raise _fail(cls, "reads", f"reads must be a tuple of input names, got {reads!r}")
+    allowed = EXAMPLE_INPUTS + (PLAN_INPUTS if cls.kind in ("image", "tts") else ())
+    if cls.oracle:
+        allowed += REFERENCE_INPUTS
+    unknown = [r for r in reads if r not in allowed]
+    if unknown:
+        hint = (
+            " (reference_* inputs only for oracle = True components)"
+            if set(unknown) & set(REFERENCE_INPUTS)
+            else ""
+        )
+        raise _fail(
+            cls,
+            "reads",
+            f"{unknown} not in the inputs a {cls.kind} may read: {', '.join(allowed)}{hint}",
+        )
+    if len(set(reads)) != len(reads):
+        raise _fail(cls, "reads", f"duplicate names in reads {list(reads)}")
+    if not reads:
+        raise _fail(cls, "reads", "reads is empty: a component reads at least one input")
+    report.passed.append("reads")
+
+
+_IMPORT_PROBE = r"""
+import importlib, json, sys, traceback
+heavy, target = set(json.loads(sys.argv[1])), sys.argv[2]
+import omnistory_core, omnistory_core.components, omnistory_core.contract
+already = {name.partition(".")[0] for name in sys.modules}
+seen = {}
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in heavy and top not in already and top not in seen:
+            frames = [f for f in traceback.extract_stack()[:-1]
+                      if "importlib" not in f.filename and not f.filename.startswith("<")]
+            seen[top] = " <- ".join(f"{f.filename}:{f.lineno}" for f in reversed(frames[-3:]))
+        return None
+
+sys.meta_path.insert(0, Watch())
+importlib.import_module(target)
+print("HEAVY=" + json.dumps(seen))
+"""
+
+
+def _check_light_import(cls: type, report: ConformanceReport) -> None:
+    module = cls.__module__
+    if module in ("__main__", "builtins") or "<" in module:
+        report.skipped["light_import"] = f"the class lives in {module!r}, not an importable module"
+        return
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.exists(p)),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE, json.dumps(HEAVY_MODULES), module],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("HEAVY=")), None)
+    if proc.returncode != 0 or line is None:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        report.skipped["light_import"] = f"importing {module} in a fresh interpreter failed: {last}"
+        return
+    heavy = json.loads(line[len("HEAVY=") :])
+    if heavy:
+        where = "; ".join(f"{name} imported at {frames}" for name, frames in sorted(heavy.items()))
+        raise _fail(
+            cls,
+            "light_import",
+            f"importing {module} imports {', '.join(sorted(heavy))} ({where}): plugin discovery"
+            " imports every plugin, so import heavy libraries inside load() or run_one()",
+        )
+    report.passed.append("light_import")
+
+
+def _check_outputs(cls: type, run: _Run, report: ConformanceReport) -> None:
+    from omnistory_core.contract import Failure
+
+    for index, record in sorted(run.records.items()):
+        example = next(ex for ex in run.result.examples if ex.index == index)
+        where = f"demo example {example.id}"
+        if record is None:
+            raise _fail(cls, "outputs", f"{where}: no record in the store after the run")
+        if isinstance(record, Failure):
+            raise _fail(
+                cls,
+                "outputs",
+                f"{where}: never called, blocked upstream ({_describe(record)}); the built-in"
+                " template planner's plan should feed it",
+            )
+        if record.status != "ok":
+            raise _fail(
+                cls,
+                "outputs",
+                f"{where} failed: {_describe(record)} (check_component needs parameters that"
+                " make every demo example succeed offline)",
+            )
+        _check_output_value(cls, run, index, record, where)
+    report.passed.append("outputs")
+
+
+def _check_output_value(cls: type, run: _Run, index: int, record: Any, where: str) -> None:
+    from omnistory_core.contract import Failure
+
+    out = record.output
+    if cls.kind == "planner":
+        if not isinstance(out.get("text"), str):
+            raise _fail(cls, "outputs", f"{where}: the planner's text is not a string")
+        return
+    if cls.kind == "image":
+        _check_blob(cls, run, out, "png", where)
+        return
+    if cls.kind == "tts":
+        _check_blob(cls, run, out, "wav", where)
+        return
+    produces = frozenset(getattr(cls, "produces", ()))
+    failures = out.get("failures") or {}
+    for modality in ("text", "image", "speech"):
+        value = out.get(modality)
+        if modality not in produces:
+            if value is not None:
+                raise _fail(
+                    cls,
+                    "outputs",
+                    f"{where}: BackboneOutput.{modality} is set but {modality!r} is not in"
+                    f" produces {sorted(produces)}; declare it or leave it None",
+                )
+            continue
+        if modality in failures:
+            continue
+        if modality == "text":
+            if not isinstance(value, str) or not value.strip():
+                raise _fail(cls, "outputs", f"{where}: an empty narration and no failure for it")
+        else:
+            _check_blob(cls, run, value or {}, "png" if modality == "image" else "wav", where)
+    for modality, group in (("image", "image"), ("speech", "tts")):
+        if modality in produces:
+            continue
+        blocked = run.result.media[modality].get(index)
+        if isinstance(blocked, Failure):
+            raise _fail(
+                cls,
+                "outputs",
+                f"{where}: the {group} expert could not run on the backbone's plan"
+                f" ({blocked.category}: {blocked.message}); a backbone without {modality} must"
+                f" return the plan fields for it",
+            )
+
+
+def _check_blob(cls: type, run: _Run, out: Mapping[str, Any], ext: str, where: str) -> None:
+    sha = out.get("blob")
+    if not sha:
+        raise _fail(cls, "outputs", f"{where}: no {ext} artifact in the record")
+    path = run.store.blob_path(sha, out.get("ext", ext))
+    try:
+        if ext == "png":
+            from PIL import Image
+
+            with Image.open(path) as img:
+                img.verify()
+        else:
+            import soundfile as sf
+
+            info = sf.info(str(path))
+            if info.frames <= 0:
+                raise ValueError("no samples")
+    except Exception as exc:  # noqa: BLE001 - any decoding problem is the finding
+        raise _fail(cls, "outputs", f"{where}: the {ext} artifact does not decode: {exc}") from exc
+
+
+def _check_cache(cls, params, demo, root, first: _Run, report: ConformanceReport) -> None:
+    n = len(demo)
+    stats = first.result.stats[cls.key()]
+    if first.loads > 1:
+        raise _fail(
+            cls,
+            "cache",
+            f"load() ran {first.loads} times in one run; the engine calls it once, on the first"
+            " cache miss: do not call self.load() yourself (in __init__ or run_one)",
+        )
+    again = _run(cls, params, demo, root / "store-a", check="cache")
+    again_stats = again.result.stats[cls.key()]
+    report.calls["second run, same store"] = again_stats.calls
+    if again_stats.calls or again_stats.cache_hits != stats.calls + stats.cache_hits:
+        changed = _key_difference(first.component, again.component)
+        raise _fail(
+            cls,
+            "cache",
+            f"a second run over the same store computed {again_stats.calls} of {n} items again"
+            f" (loads: {again_stats.loads}): its cache keys are not stable across runs"
+            f"{changed}; output_params() and the declared reads must not depend on time,"
+            " object ids or anything but the parameters",
+        )
+    if again.loads:
+        raise _fail(
+            cls,
+            "cache",
+            f"load() ran {again.loads} time(s) during a fully cached run (every item from the"
+            " store): load weights and clients in load(), which the engine calls only on a cache"
+            " miss, never in __init__",
+        )
+    report.passed.append("cache")
+
+
+def _key_difference(a: Any, b: Any) -> str:
+    pa, pb = a.output_params(), b.output_params()
+    diff = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: {pa.get(k)!r} then {pb.get(k)!r}" for k in diff)
+        return f" (output_params() differ: {shown})"
+    return ""
+
+
+def _declaration(cls: type) -> dict[str, Any]:
+    """The class's declared parameters (``omnistory_core.params.Param``) by name, if any."""
+    return {p.name: p for p in getattr(cls, "parameters", None) or ()}
+
+
+def _other_value(value: Any, param: Any = None) -> tuple[bool, Any]:
+    """Another valid value for a parameter (respecting its declared choices and bounds), or
+    (False, why there is none)."""
+    if param is not None and param.choices is not None:
+        others = [c for c in param.choices if c != value]
+        if not others:
+            return False, f"the only choice is {value!r}"
+        return True, others[0]
+    if isinstance(value, bool):
+        candidates: list[Any] = [not value]
+    elif isinstance(value, int):
+        candidates = [value + 1, value - 1]
+    elif isinstance(value, float):
+        # halving stays inside the usual ranges (strengths, temperatures, guidance)
+        candidates = [value / 2, value * 1.5] if value else [0.5, -0.5]
+    elif isinstance(value, str):
+        candidates = [f"{value}-changed"]
+    else:
+        return (
+            False,
+            f"no other value known for {type(value).__name__} {value!r} (give one in vary=)",
+        )
+    for other in candidates:
+        problem = param.problem(other) if param is not None else None
+        if problem is None:
+            return True, other
+    return False, f"no other value of {value!r} is valid ({problem}); give one in vary="
+
+
+def _values(cls: type, params: Mapping[str, Any], component: Any) -> dict[str, Any]:
+    """The parameters the component was built with (declared defaults filled in) and ``seed``."""
+    values = dict(getattr(component, "params", {}) or {})
+    for name, value in params.items():
+        values.setdefault(name, value)
+    values.setdefault("seed", int(params.get("seed", 0)))
+    return values
+
+
+def _variations(
+    cls: type,
+    params: Mapping[str, Any],
+    names: list[str],
+    values: Mapping[str, Any],
+    vary: Mapping[str, Any],
+    check: str,
+    report: ConformanceReport,
+) -> dict[str, Any]:
+    """For each name, another value the component accepts (else a skip reason in the report)."""
+    declaration = _declaration(cls)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name in vary:
+            out[name] = vary[name]
+            continue
+        if name not in values:
+            report.skipped[f"{check}.{name}"] = "no value given or declared"
+            continue
+        ok, other = _other_value(values[name], declaration.get(name))
+        if not ok:
+            report.skipped[f"{check}.{name}"] = other
+            continue
+        try:
+            _build(
+                registry_with(cls),
+                _system_config(cls, {**params, name: other}, int(params.get("seed", 0))),
+                bool(cls.oracle),
+            )
+        except Exception as exc:  # noqa: BLE001 - a value the component refuses is not varied
+            report.skipped[f"{check}.{name}"] = f"{other!r} is refused: {exc}"
+            continue
+        out[name] = other
+    return out
+
+
+def _check_runtime_params(cls, params, demo, root, first: _Run, vary, report) -> None:
+    runtime = [p for p in getattr(cls, "runtime_params", ()) if p != "batch_size"]
+    if not runtime:
+        report.skipped["runtime_params"] = "the component declares no runtime parameters"
+        return
+    values = _values(cls, params, first.component)
+    changed = _variations(cls, params, runtime, values, vary, "runtime_params", report)
+    if not changed:
+        report.skipped["runtime_params"] = "no runtime parameter could be varied"
+        return
+    run = _run(cls, {**params, **changed}, demo, root / "store-a", check="runtime_params")
+    stats = run.result.stats[cls.key()]
+    if stats.calls or run.loads:
+        raise _fail(
+            cls,
+            "runtime_params",
+            f"changing runtime parameter(s) {changed} changed the cache keys ({stats.calls}"
+            f" items computed again){_key_difference(first.component, run.component)};"
+            " a runtime parameter must stay out of output_params()",
+        )
+    report.passed.append(f"runtime_params ({', '.join(sorted(changed))})")
+
+
+def _check_output_params(cls, params, demo, first: _Run, vary, report) -> None:
+    from omnistory_core.engine.stage import item_key
+
+    inputs = _inputs(cls, first.component, first.result, demo)[0]
+    base_key = item_key(first.component, inputs)
+    runtime = set(getattr(cls, "runtime_params", ())) | {"batch_size"}
+    values = _values(cls, params, first.component)
+    names = sorted(k for k in values if k not in runtime)
+    changed = _variations(cls, params, names, values, vary, "output_params", report)
+    for name, other in changed.items():
+        registry = registry_with(cls)
+        config = _system_config(cls, {**params, name: other}, int(params.get("seed", 0)))
+        component = _build(registry, config, bool(cls.oracle))[_group(cls)]
+        if item_key(component, inputs) == base_key:
+            raise _fail(
+                cls,
+                "output_params",
+                f"changing {name} from {values[name]!r} to {other!r} keeps the cache key, so a"
+                " run with the new value would reuse outputs made with the old one; declare it"
+                " runtime only if it cannot change outputs",
+            )
+    if not changed:
+        report.skipped["output_params"] = "no output parameter could be varied"
+        return
+    report.passed.append(f"output_params ({', '.join(sorted(changed))})")
+
+
+def _check_deterministic(cls, params, demo, root, first: _Run, report) -> None:
+    other = _run(cls, params, demo, root / "store-b", check="deterministic")
+    for index, a in sorted(first.records.items()):
+        b = other.records.get(index)
+        example = next(ex.id for ex in demo if ex.index == index)
+        if b is None or a.status != b.status or a.output != b.output or a.failure != b.failure:
+            raise _fail(
+                cls,
+                "deterministic",
+                f"demo example {example}: the same parameters and seed gave different results in"
+                f" two runs ({_difference(a, b)}); seed every random generator from"
+                " self.params['seed'] (and the inputs), so a rerun reproduces the outputs",
+            )
+    report.passed.append("deterministic")
+
+
+def _difference(a: Any, b: Any) -> str:
+    if b is None:
+        return "no record in the second run"
+    if a.status != b.status:
+        return f"status {a.status} then {b.status}"
+    keys = sorted(k for k in set(a.output) | set(b.output) if a.output.get(k) != b.output.get(k))
+    parts = []
+    for k in keys:
+        va, vb = a.output.get(k), b.output.get(k)
+        if isinstance(va, dict) and "blob" in va:
+            va, vb = va.get("blob"), (vb or {}).get("blob")
+        parts.append(f"{k}: {str(va)[:60]!r} then {str(vb)[:60]!r}")
+    return "; ".join(parts) or f"failure {a.failure} then {b.failure}"
+
+
+def _check_failures(cls, params, demo, root, report) -> None:
+    from omnistory_core.engine.outputs import materialize
+
+    if len(demo) < 2:
+        report.skipped["failures"] = "needs two demo examples (examples >= 2)"
+        return
+    run = _run(cls, params, demo, root / "store-c", wrap=_failing, check="failures")
+    failed = {
+        i: r for i, r in run.records.items() if r is not None and getattr(r, "status", "") != "ok"
+    }
+    poisoned = [i for i, r in failed.items() if _POISON in _describe(r)]
+    if len(poisoned) != 1:
+        raise _fail(
+            cls,
+            "failures",
+            f"an item whose call raised should be one failure record, found {len(poisoned)}"
+            f" ({[_describe(r) for r in failed.values()]})",
+        )
+    (index,) = poisoned
+    survivors = [
+        i for i, r in run.records.items() if i != index and getattr(r, "status", "") == "ok"
+    ]
+    if len(survivors) != len(demo) - 1:
+        bad = {i: _describe(r) for i, r in run.records.items() if i != index}
+        raise _fail(
+            cls,
+            "failures",
+            f"one item's failure took its neighbours down: {bad} (return one result per item;"
+            " the engine retries a failed batch item by item)",
+        )
+    stored = run.store.get(run.records[index].key)
+    if stored is None or stored.status != "failure":
+        raise _fail(cls, "failures", "the failure was not stored as a record")
+    job = root / "job-c"
+    with _quiet("omnistory"):  # the run's failure summary would only repeat the deliberate one
+        materialize(job, run.result, run.store)
+    rows = {
+        r["index"]: r
+        for r in map(json.loads, (job / "records.jsonl").read_text(encoding="utf-8").splitlines())
+    }
+    entry = rows[index][_MODALITY_OF_KIND[cls.kind]]
+    if entry.get("status") != "failure" or _POISON not in str(entry.get("message", "")):
+        raise _fail(cls, "failures", f"records.jsonl does not show the failure: {entry}")
+    report.passed.append("failures")
+
+
+__all__ = [
+    "HEAVY_MODULES",
+    "ConformanceError",
+    "ConformanceReport",
+    "check_component",
+    "registry_with",
+]
