@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -65,6 +66,10 @@ _HOOKS = {
 _GENERATION_KINDS = tuple(_HOOKS)
 _MODALITY_OF_KIND = {"planner": "text", "backbone": "text", "image": "image", "tts": "speech"}
 _POISON = "check_component: deliberate failure of this item"
+_CACHED_LOAD = (
+    "load() ran {n} time(s) during a fully cached run (every item from the store): load weights"
+    " and clients in load(), which the engine calls only on a cache miss, never in __init__"
+)
 
 
 class ConformanceError(AssertionError):
@@ -265,37 +270,47 @@ def _counting(cls: type, counter: list[int]) -> type:
     )
 
 
-def _failing(cls: type) -> type:
-    """``cls`` whose call raises for the first item it is given (and only that item): through
-    ``run_one`` when the class batches with the base ``run_batch``, else through ``run_batch``."""
-    from omnistory_core.components import Component
-    from omnistory_core.engine.hashing import digest
+class _Poison:
+    """Makes ``cls`` raise for the first item it is given, and only for that item, through
+    ``run_one`` (so a ``run_batch`` that swallows its items' exceptions shows) or ``run_batch``."""
 
-    state: dict[str, Any] = {}
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.signature: str | None = None
+        self.fired = 0
+        self._lock = threading.Lock()
 
-    def poisoned(item: Mapping[str, Any]) -> bool:
+    def poisoned(self, item: Mapping[str, Any]) -> bool:
+        from omnistory_core.engine.hashing import digest
+
         signature = json.dumps({k: digest(v) for k, v in sorted(item.items())})
-        state.setdefault("poisoned", signature)
-        return state["poisoned"] == signature
+        with self._lock:
+            if self.signature is None:
+                self.signature = signature
+            hit = self.signature == signature
+            self.fired += hit
+        return hit
 
-    attrs: dict[str, Any] = _identity_attrs(cls)
-    if cls.run_batch is Component.run_batch:
+    def __call__(self, cls: type) -> type:
+        poison = self
+        attrs: dict[str, Any] = _identity_attrs(cls)
+        if self.method == "run_one":
 
-        def run_one(self, item):
-            if poisoned(item):
-                raise RuntimeError(_POISON)
-            return cls.run_one(self, item)
+            def run_one(self, item):
+                if poison.poisoned(item):
+                    raise RuntimeError(_POISON)
+                return cls.run_one(self, item)
 
-        attrs["run_one"] = run_one
-    else:
+            attrs["run_one"] = run_one
+        else:
 
-        def run_batch(self, items):
-            if any([poisoned(item) for item in items]):
-                raise RuntimeError(_POISON)
-            return cls.run_batch(self, items)
+            def run_batch(self, items):
+                if any([poison.poisoned(item) for item in items]):
+                    raise RuntimeError(_POISON)
+                return cls.run_batch(self, items)
 
-        attrs["run_batch"] = run_batch
-    return type(cls.__name__, (cls,), attrs)
+            attrs["run_batch"] = run_batch
+        return type(cls.__name__, (cls,), attrs)
 
 
 def _build(registry: Any, cfg: dict[str, Any], oracle: bool) -> dict[str, Any]:
@@ -647,13 +662,7 @@ def _check_cache(cls, params, demo, root, first: _Run, report: ConformanceReport
             " object ids or anything but the parameters",
         )
     if again.loads:
-        raise _fail(
-            cls,
-            "cache",
-            f"load() ran {again.loads} time(s) during a fully cached run (every item from the"
-            " store): load weights and clients in load(), which the engine calls only on a cache"
-            " miss, never in __init__",
-        )
+        raise _fail(cls, "cache", _CACHED_LOAD.format(n=again.loads))
     report.passed.append("cache")
 
 
@@ -757,7 +766,7 @@ def _check_runtime_params(cls, params, demo, root, first: _Run, vary, report) ->
         return
     run = _run(cls, {**params, **changed}, demo, root / "store-a", check="runtime_params")
     stats = run.result.stats[cls.key()]
-    if stats.calls or run.loads:
+    if stats.calls:
         raise _fail(
             cls,
             "runtime_params",
@@ -765,6 +774,8 @@ def _check_runtime_params(cls, params, demo, root, first: _Run, vary, report) ->
             f" items computed again){_key_difference(first.component, run.component)};"
             " a runtime parameter must stay out of output_params()",
         )
+    if run.loads:
+        raise _fail(cls, "runtime_params", _CACHED_LOAD.format(n=run.loads))
     report.passed.append(f"runtime_params ({', '.join(sorted(changed))})")
 
 
@@ -827,29 +838,49 @@ def _difference(a: Any, b: Any) -> str:
 
 
 def _check_failures(cls, params, demo, root, report) -> None:
+    from omnistory_core.components import Component
     from omnistory_core.engine.outputs import materialize
 
     if len(demo) < 2:
         report.skipped["failures"] = "needs two demo examples (examples >= 2)"
         return
-    run = _run(cls, params, demo, root / "store-c", wrap=_failing, check="failures")
+    # run_one first: a run_batch that catches its items' exceptions and substitutes a placeholder
+    # would hide a real failure; a class whose run_batch never calls run_one is poisoned there
+    methods = ["run_one", "run_batch"] if cls.run_one is not Component.run_one else ["run_batch"]
+    for n, method in enumerate(methods):
+        poison = _Poison(method)
+        run = _run(cls, params, demo, root / f"store-c{n}", wrap=poison, check="failures")
+        if poison.fired:
+            break
+    else:
+        report.skipped["failures"] = "the component was never called with a poisoned item"
+        return
     failed = {
         i: r for i, r in run.records.items() if r is not None and getattr(r, "status", "") != "ok"
     }
     poisoned = [i for i, r in failed.items() if _POISON in _describe(r)]
+    if not poisoned:
+        raise _fail(
+            cls,
+            "failures",
+            f"{method}() raised for one item but no failure was recorded"
+            f" ({len(failed)} failures: {[_describe(r) for r in failed.values()]}): an item that"
+            " fails must come back as the exception or a Failure, never as a placeholder output",
+        )
     if len(poisoned) != 1:
         raise _fail(
             cls,
             "failures",
-            f"an item whose call raised should be one failure record, found {len(poisoned)}"
-            f" ({[_describe(r) for r in failed.values()]})",
+            f"{method}() raised for one item but {len(poisoned)} items failed with its error:"
+            " one item's failure must not be copied to the others",
         )
     (index,) = poisoned
-    survivors = [
-        i for i, r in run.records.items() if i != index and getattr(r, "status", "") == "ok"
-    ]
-    if len(survivors) != len(demo) - 1:
-        bad = {i: _describe(r) for i, r in run.records.items() if i != index}
+    bad = {
+        i: _describe(r)
+        for i, r in run.records.items()
+        if i != index and getattr(r, "status", "") != "ok"
+    }
+    if bad:
         raise _fail(
             cls,
             "failures",
@@ -869,7 +900,7 @@ def _check_failures(cls, params, demo, root, report) -> None:
     entry = rows[index][_MODALITY_OF_KIND[cls.kind]]
     if entry.get("status") != "failure" or _POISON not in str(entry.get("message", "")):
         raise _fail(cls, "failures", f"records.jsonl does not show the failure: {entry}")
-    report.passed.append("failures")
+    report.passed.append(f"failures (through {method})")
 
 
 __all__ = [

@@ -1,0 +1,287 @@
+"""check_component: it passes a component that keeps the contract and names the check, the
+component and the fix for one that breaks it.  Every class here is a real component run through
+the engine; each broken one breaks exactly one rule."""
+
+from __future__ import annotations
+
+import json
+import random
+import textwrap
+import uuid
+from typing import Any
+
+import pytest
+
+from omnistory_core.components import Planner, PlannerResponse
+from omnistory_core.params import Param
+from omnistory_core.testing import ConformanceError, ConformanceReport, check_component
+
+
+def _plan(narration: str) -> str:
+    return json.dumps(
+        {
+            "narration": narration,
+            "image_prompt": f"a picture of {narration}",
+            "speech": {
+                "utterance": "Look!",
+                "speaker": "Pip",
+                "emotion": "happy",
+                "speed": "normal",
+                "pitch": "normal",
+                "gender": "male",
+            },
+        }
+    )
+
+
+class GoodPlanner(Planner):
+    """Deterministic, declares its parameters, loads once, reads two example inputs."""
+
+    name = "good_planner"
+    version = "1"
+    reads = ("current_text", "conditions")
+    parameters = (
+        Param("style", str, "plain", "narration style", choices=("plain", "shouting")),
+        Param("repeat", int, 1, "how often the instruction is repeated", ge=1),
+        Param("delay_s", float, 0.0, "simulated latency", runtime=True, ge=0),
+    )
+
+    def load(self) -> None:
+        self.rng = random.Random(self.params["seed"])
+
+    def run_one(self, item: dict[str, Any]) -> PlannerResponse:
+        goal = str(item["conditions"].get("text_instruction") or item["current_text"])
+        text = " ".join([goal] * self.params["repeat"])
+        if self.params["style"] == "shouting":
+            text = text.upper()
+        return PlannerResponse(_plan(f"{text} ({self.rng.randint(0, 999)})"))
+
+
+def test_a_component_that_keeps_the_contract_passes_every_check() -> None:
+    report = check_component(GoodPlanner)
+    assert isinstance(report, ConformanceReport)
+    assert report.component == "planner/good_planner" and report.version == "1"
+    assert report.passed == [
+        "identity",
+        "reads",
+        "light_import",
+        "outputs",
+        "cache",
+        "runtime_params (delay_s)",
+        "output_params (repeat, seed, style)",
+        "deterministic",
+        "failures (through run_one)",
+    ]
+    assert report.skipped == {}
+    assert report.calls == {"first run": 2, "second run, same store": 0}
+    assert "ok       cache" in str(report)
+
+
+def test_parameters_are_passed_to_the_component() -> None:
+    # style=shouting is valid and the run succeeds; an unknown key is the engine's refusal
+    assert "outputs" in check_component(GoodPlanner, style="shouting").passed
+    with pytest.raises(ConformanceError, match="outputs: the engine refused.*tempo"):
+        check_component(GoodPlanner, tempo=3)
+
+
+class ReadsTheAnswer(GoodPlanner):
+    name = "reads_the_answer"
+    reads = ("current_text", "conditions", "next_image")
+
+
+def test_reads_outside_the_vocabulary_fail() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(ReadsTheAnswer)
+    message = str(info.value)
+    assert message.startswith("check_component(planner/reads_the_answer): reads:")
+    assert "['next_image'] not in the inputs a planner may read" in message
+    assert "current_image, current_text, metadata, conditions" in message
+
+
+class EagerLoader(GoodPlanner):
+    """Loads its model when built: every run, even a fully cached one, pays for the load."""
+
+    name = "eager_loader"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.load()
+
+
+def test_loading_on_every_run_fails() -> None:
+    with pytest.raises(ConformanceError, match=r"cache: load\(\) ran 2 times in one run"):
+        check_component(EagerLoader)
+
+
+_built: list[int] = []
+
+
+class LoadsWhenCached(GoodPlanner):
+    """Loads itself when built, except the first time: never twice in one run, so only a fully
+    cached run shows it."""
+
+    name = "loads_when_cached"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        _built.append(1)
+        if len(_built) > 1:
+            self.load()
+
+
+def test_loading_during_a_fully_cached_run_fails() -> None:
+    with pytest.raises(ConformanceError, match=r"cache: load\(\) ran 1 time\(s\) during a fully"):
+        check_component(LoadsWhenCached)
+
+
+class Nondeterministic(GoodPlanner):
+    """Samples from an unseeded generator: a rerun gives other outputs."""
+
+    name = "nondeterministic"
+
+    def run_one(self, item: dict[str, Any]) -> PlannerResponse:
+        return PlannerResponse(_plan(f"The fox found {uuid.uuid4().hex[:6]} grapes."))
+
+
+def test_nondeterministic_output_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(Nondeterministic)
+    message = str(info.value)
+    assert "deterministic: demo example" in message
+    assert "the same parameters and seed gave different results in two runs" in message
+    assert "text: " in message and "self.params['seed']" in message
+
+
+HEAVY_PLUGIN = '''
+"""A plugin module that imports torch when it is imported: plugin discovery pays for it."""
+import torch  # noqa: F401
+
+from omnistory_core.components import Planner, PlannerResponse
+
+
+class HeavyPlanner(Planner):
+    name = "heavy_planner"
+    version = "1"
+    reads = ("current_text",)
+
+    def run_one(self, item):
+        return PlannerResponse(item["current_text"])
+'''
+
+
+def test_a_heavy_import_at_module_import_fails(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "heavy_plugin_module.py").write_text(textwrap.dedent(HEAVY_PLUGIN))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from heavy_plugin_module import HeavyPlanner
+
+    with pytest.raises(ConformanceError) as info:
+        check_component(HeavyPlanner)
+    message = str(info.value)
+    assert message.startswith("check_component(planner/heavy_planner): light_import:")
+    assert "importing heavy_plugin_module imports torch" in message
+    assert "heavy_plugin_module.py:3" in message  # the line that imported it
+    assert "import heavy libraries inside load()" in message
+
+
+class ReturnsADict(GoodPlanner):
+    name = "returns_a_dict"
+
+    def run_one(self, item: dict[str, Any]) -> Any:
+        return json.loads(_plan("a plan as a dict"))
+
+
+def test_an_output_of_the_wrong_type_fails() -> None:
+    with pytest.raises(ConformanceError, match="outputs: demo example .* failed: model_error: "):
+        check_component(ReturnsADict)
+    with pytest.raises(ConformanceError, match="expected PlannerResponse"):
+        check_component(ReturnsADict)
+
+
+class RuntimeInKey(GoodPlanner):
+    """Declares delay_s runtime but puts every parameter in its key."""
+
+    name = "runtime_in_key"
+
+    def output_params(self) -> dict[str, Any]:
+        return dict(sorted(self.params.items()))
+
+
+def test_a_runtime_parameter_in_the_cache_key_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(RuntimeInKey)
+    message = str(info.value)
+    assert "runtime_params: changing runtime parameter(s) {'delay_s': 0.5}" in message
+    assert "delay_s: 0.0 then 0.5" in message
+
+
+class KeyWithoutParameters(GoodPlanner):
+    name = "key_without_parameters"
+
+    def output_params(self) -> dict[str, Any]:
+        return {}
+
+
+def test_an_output_parameter_outside_the_cache_key_fails() -> None:
+    with pytest.raises(ConformanceError, match="output_params: changing repeat from 1 to 2 keeps"):
+        check_component(KeyWithoutParameters)
+
+
+class UnstableKey(GoodPlanner):
+    """Keeps a per-instance session id among its output parameters."""
+
+    name = "unstable_key"
+
+    def output_params(self) -> dict[str, Any]:
+        return {**super().output_params(), "session": id(self)}
+
+
+def test_a_cache_key_that_changes_between_runs_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(UnstableKey)
+    message = str(info.value)
+    assert "cache: a second run over the same store computed 2 of 2 items again" in message
+    assert "output_params() differ: session:" in message
+
+
+class SwallowsFailures(GoodPlanner):
+    """Turns an item's exception into a placeholder plan: a failure disguised as an output."""
+
+    name = "swallows_failures"
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for item in items:
+            try:
+                out.append(self.run_one(item))
+            except Exception:  # noqa: BLE001 - the bug under test
+                out.append(PlannerResponse(_plan("Something happened.")))
+        return out
+
+
+def test_a_failure_turned_into_a_placeholder_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(SwallowsFailures)
+    message = str(info.value)
+    assert "failures: run_one() raised for one item but no failure was recorded" in message
+    assert "never as a placeholder output" in message
+
+
+class NoVersion(Planner):
+    name = "no_version"
+    reads = ("current_text",)
+
+    def run_one(self, item: dict[str, Any]) -> PlannerResponse:
+        return PlannerResponse(item["current_text"])
+
+
+class BadName(NoVersion):
+    name = "bad name"
+    version = "1"
+
+
+def test_identity_needs_a_name_and_a_version_of_its_own() -> None:
+    with pytest.raises(ConformanceError, match="identity: no version of its own"):
+        check_component(NoVersion)
+    with pytest.raises(ConformanceError, match="identity: name 'bad name' must be"):
+        check_component(BadName)
