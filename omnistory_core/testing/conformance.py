@@ -641,13 +641,8 @@ def _check_blob(cls: type, run: _Run, out: Mapping[str, Any], ext: str, where: s
 def _check_cache(cls, params, demo, root, first: _Run, report: ConformanceReport) -> None:
     n = len(demo)
     stats = first.result.stats[cls.key()]
-    if first.loads > 1:
-        raise _fail(
-            cls,
-            "cache",
-            f"load() ran {first.loads} times in one run; the engine calls it once, on the first"
-            " cache miss: do not call self.load() yourself (in __init__ or run_one)",
-        )
+    # load() may run more than once on a miss (an idempotent guard in run_batch is fine); what
+    # matters is that a run with nothing to compute never reaches it
     again = _run(cls, params, demo, root / "store-a", check="cache")
     again_stats = again.result.stats[cls.key()]
     report.calls["second run, same store"] = again_stats.calls
