@@ -9,11 +9,18 @@ import json
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="omnistory plugins", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--params", action="store_true", help="each component's parameters: type, default, doc"
+    )
+    parser.add_argument("components", nargs="*", help="with --params: tts=parler, tts, ...")
     args = parser.parse_args(argv)
 
+    from omnistory_core.cli_params import plugin_params, print_params
     from omnistory_core.plugins import load_plugins
 
     registry = load_plugins()
+    if args.params or args.components:
+        return print_params(registry, args.components, as_json=args.json)
     rows = []
     for name, info in sorted(registry.plugins.items(), key=lambda kv: (kv[0] != "builtin", kv[0])):
         rows.append(
@@ -23,6 +30,7 @@ def main(argv: list[str]) -> int:
                 "version": info.version,
                 "registers": {k: sorted(v) for k, v in sorted(info.registers.items())},
                 "error": info.error,
+                "params": plugin_params(registry, info.registers),
             }
         )
     if args.json:
@@ -46,4 +54,5 @@ def main(argv: list[str]) -> int:
                 (row["error"] or "") if n == 0 else "",
             )
     Console().print(table)
+    print("Each component's parameters: python -m omnistory_core plugins --params [tts=NAME ...]")
     return 0

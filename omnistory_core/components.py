@@ -7,8 +7,11 @@ A component is a class registered through a plugin hook.  It declares
 * ``reads``: the named inputs it consumes.  The engine builds only those inputs for it, and the
   call's cache key hashes only those, so an image expert that ignores the plan is not re-run per
   planner, and a component cannot see anything it did not declare (the reference included);
-* ``runtime_params``: parameters that do not change outputs (concurrency, timeouts, endpoints);
-  every other parameter goes into the cache key;
+* ``parameters``: its parameters, declared once with type, default and doc
+  (:class:`omnistory_core.params.Param`); they are validated when the component is built, and
+  ``runtime=True`` ones (concurrency, timeouts, endpoints) stay out of the cache key while every
+  other parameter goes into it.  ``runtime_params`` names runtime parameters of a component that
+  declares none;
 * ``oracle = True`` if it reads the reference (only allowed with ``allow_oracle=true``);
 * ``baseline = True`` for a heuristic stand-in that is not a model (the ``template`` and ``copy``
   planners): a system led by one is reported under the ``baseline`` paradigm.
@@ -40,9 +43,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from omnistory_core.contract import Failure
+
+if TYPE_CHECKING:
+    from omnistory_core.params import Param
 
 EXAMPLE_INPUTS = ("current_image", "current_text", "metadata", "conditions")
 PLAN_INPUTS = (
@@ -141,8 +147,27 @@ class Component:
     baseline: ClassVar[bool] = False
     default_batch_size: ClassVar[int] = 1
     description: ClassVar[str] = ""
+    #: declared parameters (``None``: undeclared, any key is accepted unchecked)
+    parameters: ClassVar[tuple[Param, ...] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("parameters") is not None:
+            # imported here: omnistory_core.params needs this module loaded first
+            from omnistory_core.params import check_declaration
+
+            cls.parameters = tuple(cls.__dict__["parameters"])
+            check_declaration(cls.__qualname__, cls.parameters)
+        if cls.parameters is not None:
+            extra = cls.__dict__.get("runtime_params", ())
+            runtime = [p.name for p in cls.parameters if p.runtime]
+            cls.runtime_params = tuple(dict.fromkeys([*extra, *runtime]))
 
     def __init__(self, **params: Any):
+        if type(self).parameters is not None:
+            from omnistory_core.params import resolve_params
+
+            params = resolve_params(type(self), params)
         self.params = params
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -172,8 +197,9 @@ class Component:
 
     def output_params(self) -> dict[str, Any]:
         """The parameters that change outputs (part of every cache key)."""
-        skip = set(self.runtime_params) | {"batch_size"}
-        return {k: v for k, v in sorted(self.params.items()) if k not in skip}
+        from omnistory_core.params import key_params
+
+        return key_params(type(self), self.params)
 
     @property
     def batch_size(self) -> int:

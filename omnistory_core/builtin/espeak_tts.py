@@ -24,10 +24,11 @@ import tempfile
 import threading
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import EMOTIONS, PITCHES, SPEEDS, Failure
+from omnistory_core.params import Param
 from omnistory_core.voices import resolve_gender, voice_for
 
 # eSpeak NG's female and male voice variants (files under espeak-ng-data/voices/!v).  f5 is left
@@ -244,25 +245,20 @@ class EspeakTTS(TTSExpert):
     reads = ("utterance", "speaker", "emotion", "speed", "pitch", "gender")
     description = "eSpeak NG formant TTS (offline, CPU); labels mapped to voice parameters"
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        "language": "en-us",
-        "wpm_slow": 130,
-        "wpm_normal": 170,
-        "wpm_fast": 220,
-        "female_pitch": 50,
-        "male_pitch": 50,
-        "pitch_step": 15,
-        "volume": 100,
-        "seed": 0,
-    }
+    # Every parameter changes the audio (cache key); eSpeak clamps rate to 80-450 wpm.
+    parameters = (
+        Param("language", str, "en-us", "eSpeak NG voice the variants apply to (en-gb-x-rp, fr)"),
+        Param("wpm_slow", float, 130, "words per minute for speed=slow", gt=0),
+        Param("wpm_normal", float, 170, "words per minute for speed=normal", gt=0),
+        Param("wpm_fast", float, 220, "words per minute for speed=fast", gt=0),
+        Param("female_pitch", int, 50, "base pitch of female voices (50/octave)", ge=0, le=100),
+        Param("male_pitch", int, 50, "base pitch of male voices", ge=0, le=100),
+        Param("pitch_step", int, 15, "pitch=low/high shift in steps (15 ~ 3.6 semitones)", ge=0),
+        Param("volume", float, 100, "base amplitude (0-200); emotions scale it", ge=0, le=200),
+    )
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
-        if unknown:
-            raise ValueError(
-                f"tts/espeak: unknown parameter(s) {unknown}; known: {sorted(self.DEFAULTS)}"
-            )
-        super().__init__(**{**self.DEFAULTS, **params})
+        super().__init__(**params)
         self._loaded = False
 
     def output_params(self) -> dict[str, Any]:

@@ -7,6 +7,9 @@ import time
 from typing import Any
 
 from omnistory_core.components import ImageExpert
+from omnistory_core.params import Param
+
+DELAY = Param("delay_s", float, 0.0, "simulated model latency in seconds", runtime=True, ge=0)
 
 
 class CopyImage(ImageExpert):
@@ -17,6 +20,7 @@ class CopyImage(ImageExpert):
     version = "1"
     reads = ("current_image",)
     description = "returns the current page illustration (copy baseline)"
+    parameters = ()
 
     def run_one(self, item: dict[str, Any]):
         return item["current_image"].open_image()
@@ -30,6 +34,7 @@ class OracleImage(ImageExpert):
     oracle = True
     reads = ("reference_image",)
     description = "ORACLE: the reference illustration (metric validation only)"
+    parameters = ()
 
     def run_one(self, item: dict[str, Any]):
         return item["reference_image"].open_image()
@@ -41,14 +46,18 @@ class NoopImage(ImageExpert):
     name = "noop"
     version = "1"
     reads = ("image_prompt",)
-    runtime_params = ("delay_s",)
     description = "flat colour from the prompt hash (framework-overhead measurements)"
+    parameters = (
+        DELAY,
+        # added after stores were written: in the cache key only when changed
+        Param("size", int, 64, "image side in pixels", ge=1, key_at_default=False),
+    )
 
     def run_one(self, item: dict[str, Any]):
         from PIL import Image
 
-        time.sleep(float(self.params.get("delay_s") or 0.0))
-        size = int(self.params.get("size") or 64)
+        time.sleep(self.params["delay_s"])
+        size = self.params["size"]
         rgb = tuple(hashlib.sha256(item["image_prompt"].encode()).digest()[:3])
         return Image.new("RGB", (size, size), rgb)
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from omnistory_core.components import Audio, Backbone, BackboneOutput
+from omnistory_core.params import Param
 
 
 class NoopBackbone(Backbone):
@@ -18,14 +19,16 @@ class NoopBackbone(Backbone):
     baseline = True
     produces = frozenset({"text", "image", "speech"})
     reads = ("current_text",)
-    runtime_params = ("delay_s",)
     description = "constant narration, flat image and tone from one call (framework overhead)"
+    parameters = (
+        Param("delay_s", float, 0.0, "simulated model latency in seconds", runtime=True, ge=0),
+    )
 
     def run_one(self, item: dict[str, Any]) -> BackboneOutput:
         import numpy as np
         from PIL import Image
 
-        time.sleep(float(self.params.get("delay_s") or 0.0))
+        time.sleep(self.params["delay_s"])
         sr = 16000
         t = np.arange(int(0.25 * sr), dtype=np.float32) / sr
         return BackboneOutput(

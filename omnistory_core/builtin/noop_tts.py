@@ -6,18 +6,21 @@ import time
 from typing import Any
 
 from omnistory_core.components import Audio, TTSExpert
+from omnistory_core.params import Param
 
 
 class NoopTTS(TTSExpert):
     name = "noop"
     version = "1"
-    runtime_params = ("delay_s",)
     description = "0.25 s tone (framework-overhead measurements)"
+    parameters = (
+        Param("delay_s", float, 0.0, "simulated model latency in seconds", runtime=True, ge=0),
+    )
 
     def run_one(self, item: dict[str, Any]) -> Audio:
         import numpy as np
 
-        time.sleep(float(self.params.get("delay_s") or 0.0))
+        time.sleep(self.params["delay_s"])
         sr = 16000
         t = np.arange(int(0.25 * sr), dtype=np.float32) / sr
         hz = 200.0 if item["gender"] == "female" else 120.0

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from omnistory_core.components import Planner, PlannerResponse
+from omnistory_core.params import Param
 
 #: free-text emotion keywords -> benchmark emotion label (first match wins, in this order)
 EMOTION_LEXICON: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -180,6 +181,7 @@ class TemplatePlanner(Planner):
     version = "1"
     reads = ("metadata", "conditions")
     description = "deterministic plan from conditions + metadata (keyword lexicon for labels)"
+    parameters = ()
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
         from omnistory_core.voices import resolve_gender
@@ -233,6 +235,7 @@ class CopyPlanner(Planner):
     version = "1"
     reads = ("current_text",)
     description = "repeats the current narration (nothing-happens baseline)"
+    parameters = ()
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
         from omnistory_core.voices import resolve_gender
@@ -260,6 +263,7 @@ class OraclePlanner(Planner):
     oracle = True
     reads = ("reference_text", "reference_speech", "conditions")
     description = "ORACLE: the reference narration and speech (metric validation only)"
+    parameters = ()
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
         speech = dict(item["reference_speech"])
@@ -277,11 +281,13 @@ class NoopPlanner(Planner):
     baseline = True
     version = "1"
     reads = ("current_text",)
-    runtime_params = ("delay_s",)
     description = "constant plan (framework-overhead measurements)"
+    parameters = (
+        Param("delay_s", float, 0.0, "simulated model latency in seconds", runtime=True, ge=0),
+    )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        time.sleep(float(self.params.get("delay_s") or 0.0))
+        time.sleep(self.params["delay_s"])
         speech = {
             "speaker": "Narrator",
             "utterance": "Hello.",

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +22,6 @@ from omnistory_core.components import Audio, ComponentError
 from omnistory_core.contract import Failure
 
 TEXT = "The little fox ran across the quiet meadow to find her mother before the night came."
-CONF = Path(__file__).resolve().parents[2] / "conf" / "tts" / "espeak.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -289,12 +287,3 @@ def test_bad_language_is_a_clear_error_at_load():
 def test_unknown_parameter_is_rejected():
     with pytest.raises(ValueError, match="wpm_normla"):
         EspeakTTS(wpm_normla=100)
-
-
-def test_config_file_names_the_component_and_matches_the_defaults():
-    from omegaconf import OmegaConf
-
-    conf = OmegaConf.to_container(OmegaConf.load(CONF))
-    assert conf.pop("name") == EspeakTTS.name == "espeak"
-    # `seed` comes from the job config, everything else has its default in the yaml
-    assert conf == {k: v for k, v in EspeakTTS.DEFAULTS.items() if k != "seed"}

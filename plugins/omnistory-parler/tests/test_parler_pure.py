@@ -183,7 +183,7 @@ def test_component_description_uses_configured_vocabulary():
     ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*temperature"),
     ({"temperature": "hot"}, "temperature must be a number, got 'hot'"),
     ({"voice_hash": "sha1"}, r"voice_hash must be one of \['ours', 'official'\]"),
-    ({"dtype": "float64"}, "dtype 'float64'"),
+    ({"dtype": "float64"}, r"dtype must be one of \[.*\], got 'float64'"),
     ({"max_new_tokens": 0}, "max_new_tokens"),
     ({"temperature": 0}, "temperature"),
     ({"male_voices": []}, "voices.male must be a non-empty list"),
@@ -267,8 +267,20 @@ def test_tokenizer_revision_defaults_to_the_model_revision():
 
 
 def test_new_parameters_at_their_defaults_leave_the_cache_key_unchanged():
-    older = {k: v for k, v in ParlerTTS.DEFAULTS.items() if k not in ParlerTTS.ADDED}
-    older.pop("device")
+    # the key parameters at the defaults, as written before tokenizer_revision and voice_hash
+    older = {
+        "do_sample": True, "dtype": "float32", "emotion_delivery": EMOTION_DELIVERY,
+        "emotion_tone": EMOTION_TONE, "female_voices": ["Lea", "Jenna", "Laura"],
+        "male_voices": ["Jon", "Gary", "Mike"], "max_new_tokens": None,
+        "model": "parler-tts/parler-tts-large-v1",
+        "pitch_phrases": {"high": "a high pitch", "low": "a low pitch",
+                          "normal": "a moderate pitch"},
+        "recording": "The recording is very clear audio with almost no background noise.",
+        "revision": None, "seed": 0,
+        "speed_phrases": {"fast": "quite fast", "normal": "at a moderate speed",
+                          "slow": "quite slowly"},
+        "temperature": 1.0,
+    }
     assert ParlerTTS().output_params() == older
     assert ParlerTTS(tokenizer_revision=None, voice_hash="ours").output_params() == older
     pinned = ParlerTTS(revision="refs/pr/9").output_params()
@@ -291,15 +303,16 @@ def test_cache_key_params_exclude_only_runtime_ones():
         ParlerTTS().output_params()
 
 
-def test_shipped_yaml_matches_the_defaults(monkeypatch):
+def test_shipped_yaml_holds_only_what_differs_from_the_declaration(monkeypatch):
     from omegaconf import OmegaConf
 
     conf = DIST / "src/omnistory_parler/conf/tts/parler.yaml"
     monkeypatch.delenv("OMNISTORY_MODEL_TTS_PARLER", raising=False)
     data = OmegaConf.to_container(OmegaConf.load(conf), resolve=True)
     assert data.pop("name") == "parler"
-    assert data == {k: v for k, v in ParlerTTS.DEFAULTS.items() if k != "seed"}
-    assert (data["tokenizer_revision"], data["voice_hash"]) == (None, "ours")
+    declared = {p.name: p.default for p in ParlerTTS.parameters}
+    assert data == {"model": declared["model"]}  # the yaml adds the environment variable
+    assert (declared["tokenizer_revision"], declared["voice_hash"]) == (None, "ours")
     assert ParlerTTS(**data).vocabulary == DEFAULT_VOCABULARY
 
 

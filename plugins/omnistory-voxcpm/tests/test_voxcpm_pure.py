@@ -147,11 +147,12 @@ def test_component_prompt_cleans_text_and_uses_configured_vocabulary():
     ({"reference_wav_path": "x.wav"}, "unknown parameter"),
     ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*cfg_value"),
     ({"cfg_value": "strong"}, "cfg_value must be a number, got 'strong'"),
-    ({"max_len": None}, "max_len must be a number, got None"),
+    ({"max_len": None}, "max_len must be an integer, got null"),
     ({"cfg_value": 0}, "cfg_value"),
     ({"inference_timesteps": 0}, "inference_timesteps"),
     ({"max_len": 0}, "max_len"),
-    ({"male_characters": "deep"}, "characters.male must be a non-empty list"),
+    ({"male_characters": "deep"}, "male_characters must be a list, got 'deep'"),
+    ({"male_characters": []}, "characters.male must be a non-empty list"),
     ({"tone_phrases": {"happy": "glad"}}, "tone_phrases must have exactly the keys"),
     ({"pace_phrases": {**PACE_PHRASES, "fast": "fast (very)"}},
      "pace_phrases.fast must not contain any of"),
@@ -188,14 +189,15 @@ def test_cache_key_params_exclude_only_runtime_ones():
     assert VoxCPMTTS(cfg_value=3.0).output_params() != VoxCPMTTS().output_params()
 
 
-def test_shipped_yaml_matches_the_defaults(monkeypatch):
+def test_shipped_yaml_holds_only_what_differs_from_the_declaration(monkeypatch):
     from omegaconf import OmegaConf
 
     conf = DIST / "src/omnistory_voxcpm/conf/tts/voxcpm.yaml"
     monkeypatch.delenv("OMNISTORY_MODEL_TTS_VOXCPM", raising=False)
     data = OmegaConf.to_container(OmegaConf.load(conf), resolve=True)
     assert data.pop("name") == "voxcpm"
-    assert data == {k: v for k, v in VoxCPMTTS.DEFAULTS.items() if k != "seed"}
+    declared = {p.name: p.default for p in VoxCPMTTS.parameters}
+    assert data == {"model": declared["model"]}  # the yaml adds the environment variable
     assert VoxCPMTTS(**data).vocabulary == DEFAULT_VOCABULARY
 
 

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import Failure
+from omnistory_core.params import Param, ParamError
 from omnistory_parler.description import (
     DEFAULT_VOCABULARY,
     VOICE_HASHES,
@@ -57,7 +58,6 @@ class ParlerTTS(TTSExpert):
     name = "parler"
     version = "1"
     reads = ("utterance", "speaker", "emotion", "speed", "pitch", "gender")
-    runtime_params = ("device",)
     description = "Parler-TTS Large v1 (voice description from gender, pitch, speed, emotion)"
     # parler-tts 0.2.3 pins transformers 4.46.1 exactly; torchaudio (imported by the DAC codec's
     # audiotools) imports only with torch 2.9.1 among the torch builds pip can install here.
@@ -68,66 +68,55 @@ class ParlerTTS(TTSExpert):
         "torchaudio==2.9.1",
     )
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        "model": "parler-tts/parler-tts-large-v1",
-        "revision": None,
-        "dtype": "float32",
-        "device": "auto",
-        "do_sample": True,
-        "temperature": 1.0,
-        "max_new_tokens": None,
-        "male_voices": list(DEFAULT_VOCABULARY.voices["male"]),
-        "female_voices": list(DEFAULT_VOCABULARY.voices["female"]),
-        "speed_phrases": dict(DEFAULT_VOCABULARY.speed),
-        "pitch_phrases": dict(DEFAULT_VOCABULARY.pitch),
-        "emotion_delivery": dict(DEFAULT_VOCABULARY.delivery),
-        "emotion_tone": dict(DEFAULT_VOCABULARY.tone),
-        "recording": DEFAULT_VOCABULARY.recording,
-        "tokenizer_revision": None,
-        "voice_hash": "ours",
-        "seed": 0,
-    }
-    #: parameters added after caches were written: in the cache key only when they change
-    #: something (``tokenizer_revision`` other than ``revision``, ``voice_hash`` other than ours)
-    ADDED: ClassVar[tuple[str, ...]] = ("tokenizer_revision", "voice_hash")
+    parameters = (
+        Param("model", str, "parler-tts/parler-tts-large-v1", "hub id or local directory"),
+        Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
+        # in the cache key only when it differs from `revision` (see output_params)
+        Param(
+            "tokenizer_revision",
+            str,
+            None,
+            "the tokenizer's revision; null: `revision` (the official runner: main)",
+        ),
+        Param("dtype", str, "float32", "weights dtype", choices=DTYPES),
+        Param("device", str, "auto", "auto (cuda if available) | cpu | cuda[:N]", runtime=True),
+        Param("do_sample", bool, True, "sample (Parler's default; re-seeded per utterance)"),
+        Param("temperature", float, 1.0, "sampling temperature", gt=0),
+        Param("max_new_tokens", int, None, "null: the checkpoint's (~30 s for large-v1)", ge=1),
+        Param("male_voices", list, DEFAULT_VOCABULARY.voices["male"], "male voice pool"),
+        Param("female_voices", list, DEFAULT_VOCABULARY.voices["female"], "female voice pool"),
+        Param("speed_phrases", dict, DEFAULT_VOCABULARY.speed, "words for slow/normal/fast"),
+        Param("pitch_phrases", dict, DEFAULT_VOCABULARY.pitch, "words for low/normal/high"),
+        Param("emotion_delivery", dict, DEFAULT_VOCABULARY.delivery, "expressivity per emotion"),
+        Param("emotion_tone", dict, DEFAULT_VOCABULARY.tone, "tone phrase per emotion"),
+        Param("recording", str, DEFAULT_VOCABULARY.recording, "last sentence of the description"),
+        Param(
+            "voice_hash",
+            str,
+            "ours",
+            "voice from the speaker name: ours (salted, gender-balanced) | official",
+            choices=VOICE_HASHES,
+            key_at_default=False,  # added after caches were written
+        ),
+    )
 
     def __init__(self, **params: Any):
+        super().__init__(**params)
+        p = self.params
         try:
-            self._configure(params)
+            self.vocabulary = Vocabulary(
+                voices={"male": p["male_voices"], "female": p["female_voices"]},
+                speed=p["speed_phrases"],
+                pitch=p["pitch_phrases"],
+                delivery=p["emotion_delivery"],
+                tone=p["emotion_tone"],
+                recording=p["recording"],
+            )
         except ValueError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(f"tts={self.name}: {exc}") from None
+            raise ParamError(f"tts={self.name}: {exc}") from None
         self.model: Any = None
         self.tokenizer: Any = None
         self.device: str | None = None
-
-    def _configure(self, params: dict[str, Any]) -> None:
-        """Validate the parameters; ``ValueError`` naming the parameter (and the valid keys)."""
-        unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted([*self.DEFAULTS, 'batch_size']))}")
-        super().__init__(**{**self.DEFAULTS, **params})
-        p = self.params
-        if p["dtype"] not in DTYPES:
-            raise ValueError(f"dtype {p['dtype']!r} is not one of {list(DTYPES)}")
-        if p["max_new_tokens"] is not None and number(p, "max_new_tokens", int) < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {p['max_new_tokens']!r}")
-        if number(p, "temperature", float) <= 0:
-            raise ValueError(f"temperature must be > 0, got {p['temperature']!r}")
-        if p["voice_hash"] not in VOICE_HASHES:
-            raise ValueError(
-                f"voice_hash must be one of {list(VOICE_HASHES)}, got {p['voice_hash']!r}"
-            )
-        self.vocabulary = Vocabulary(
-            voices={"male": p["male_voices"], "female": p["female_voices"]},
-            speed=p["speed_phrases"],
-            pitch=p["pitch_phrases"],
-            delivery=p["emotion_delivery"],
-            tone=p["emotion_tone"],
-            recording=p["recording"],
-        )
 
     @property
     def tokenizer_revision(self) -> str | None:
@@ -137,13 +126,10 @@ class ParlerTTS(TTSExpert):
 
     def output_params(self) -> dict[str, Any]:
         params = super().output_params()
-        for key in self.ADDED:
-            params.pop(key, None)
-        # at their defaults the key is the one written before these parameters existed
+        # added after caches were written: in the key only when the tokenizer really differs
+        params.pop("tokenizer_revision", None)
         if self.tokenizer_revision != (self.params["revision"] or None):
             params["tokenizer_revision"] = self.tokenizer_revision
-        if self.params["voice_hash"] != self.DEFAULTS["voice_hash"]:
-            params["voice_hash"] = self.params["voice_hash"]
         return dict(sorted(params.items()))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -233,17 +219,6 @@ class ParlerTTS(TTSExpert):
         if not np.isfinite(samples).all():
             raise ComponentError("tts/parler: the model produced non-finite samples")
         return samples
-
-
-def number(params: dict[str, Any], key: str, kind: type) -> Any:
-    """``params[key]`` as an ``int`` or ``float`` (``ValueError`` naming the key otherwise)."""
-    value = params[key]
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key} must be a number, got {value!r}") from None
 
 
 __all__ = ["DTYPES", "ParlerTTS", "clean_text"]

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import Failure
+from omnistory_core.params import Param, ParamError
 from omnistory_voxcpm.description import (
     DEFAULT_VOCABULARY,
     Vocabulary,
@@ -48,7 +49,6 @@ class VoxCPMTTS(TTSExpert):
     name = "voxcpm"
     version = "1"
     reads = ("utterance", "speaker", "emotion", "speed", "pitch", "gender")
-    runtime_params = ("device", "optimize")
     description = "VoxCPM2 voice design (parenthesised voice description), 48 kHz"
     # voxcpm imports torchaudio at import time; PyPI's torchaudio imports only beside torch 2.9.1
     # among the torch builds pip can install here.  torchcodec (reference-audio loading only) is
@@ -60,55 +60,39 @@ class VoxCPMTTS(TTSExpert):
         "torchcodec==0.8.1",
     )
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {
-        "model": "openbmb/VoxCPM2",
-        "device": "auto",
-        "optimize": True,
-        "cfg_value": 2.0,
-        "inference_timesteps": 10,
-        "max_len": 4096,
-        "normalize": False,
-        "retry_badcase": True,
-        "gender_phrases": dict(DEFAULT_VOCABULARY.gender),
-        "male_characters": list(DEFAULT_VOCABULARY.characters["male"]),
-        "female_characters": list(DEFAULT_VOCABULARY.characters["female"]),
-        "tone_phrases": dict(DEFAULT_VOCABULARY.tone),
-        "pace_phrases": dict(DEFAULT_VOCABULARY.pace),
-        "pitch_phrases": dict(DEFAULT_VOCABULARY.pitch),
-        "recording": DEFAULT_VOCABULARY.recording,
-        "seed": 0,
-    }
+    parameters = (
+        Param("model", str, "openbmb/VoxCPM2", "hub id or local directory (config.json + weights)"),
+        Param("device", str, "auto", "auto (cuda, mps, cpu) | cpu | cuda[:N]", runtime=True),
+        Param("optimize", bool, True, "torch.compile on CUDA (ignored elsewhere)", runtime=True),
+        Param("cfg_value", float, 2.0, "guidance scale (official value)", gt=0),
+        Param("inference_timesteps", int, 10, "diffusion steps per patch (official value)", ge=1),
+        Param("max_len", int, 4096, "maximum generated audio tokens", ge=1),
+        Param("normalize", bool, False, "VoxCPM's text normalisation (off, as the official code)"),
+        Param("retry_badcase", bool, True, "regenerate outputs far too long for their text"),
+        Param("gender_phrases", dict, DEFAULT_VOCABULARY.gender, "words per gender"),
+        Param("male_characters", list, DEFAULT_VOCABULARY.characters["male"], "male timbres"),
+        Param("female_characters", list, DEFAULT_VOCABULARY.characters["female"], "female timbres"),
+        Param("tone_phrases", dict, DEFAULT_VOCABULARY.tone, "tone phrase per emotion"),
+        Param("pace_phrases", dict, DEFAULT_VOCABULARY.pace, "words for slow/normal/fast"),
+        Param("pitch_phrases", dict, DEFAULT_VOCABULARY.pitch, "words for low/normal/high"),
+        Param("recording", str, DEFAULT_VOCABULARY.recording, "last phrase of the description"),
+    )
 
     def __init__(self, **params: Any):
-        try:
-            self._configure(params)
-        except ValueError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(f"tts={self.name}: {exc}") from None
-        self.model: Any = None
-
-    def _configure(self, params: dict[str, Any]) -> None:
-        """Validate the parameters; ``ValueError`` naming the parameter (and the valid keys)."""
-        unknown = sorted(set(params) - set(self.DEFAULTS) - {"batch_size"})
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted([*self.DEFAULTS, 'batch_size']))}")
-        super().__init__(**{**self.DEFAULTS, **params})
+        super().__init__(**params)
         p = self.params
-        if number(p, "cfg_value", float) <= 0:
-            raise ValueError(f"cfg_value must be > 0, got {p['cfg_value']!r}")
-        for key in ("inference_timesteps", "max_len"):
-            if number(p, key, int) < 1:
-                raise ValueError(f"{key} must be >= 1, got {p[key]!r}")
-        self.vocabulary = Vocabulary(
-            gender=p["gender_phrases"],
-            characters={"male": p["male_characters"], "female": p["female_characters"]},
-            tone=p["tone_phrases"],
-            pace=p["pace_phrases"],
-            pitch=p["pitch_phrases"],
-            recording=p["recording"],
-        )
+        try:
+            self.vocabulary = Vocabulary(
+                gender=p["gender_phrases"],
+                characters={"male": p["male_characters"], "female": p["female_characters"]},
+                tone=p["tone_phrases"],
+                pace=p["pace_phrases"],
+                pitch=p["pitch_phrases"],
+                recording=p["recording"],
+            )
+        except ValueError as exc:
+            raise ParamError(f"tts={self.name}: {exc}") from None
+        self.model: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -179,17 +163,6 @@ class VoxCPMTTS(TTSExpert):
         if not np.isfinite(samples).all():
             raise ComponentError("tts/voxcpm: the model produced non-finite samples")
         return samples
-
-
-def number(params: dict[str, Any], key: str, kind: type) -> Any:
-    """``params[key]`` as an ``int`` or ``float`` (``ValueError`` naming the key otherwise)."""
-    value = params[key]
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key} must be a number, got {value!r}") from None
 
 
 __all__ = ["VoxCPMTTS", "clean_text"]

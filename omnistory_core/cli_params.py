@@ -1,0 +1,82 @@
+"""``python -m omnistory_core plugins --params [tts=parler ...]``: every component's declared
+parameters (name, type, default, doc), the source of truth for what a component accepts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from omnistory_core.params import describe
+
+
+def component_params(registry: Any, kind: str, name: str) -> list[dict[str, Any]] | None:
+    return describe(registry.component(kind, name))
+
+
+def plugin_params(registry: Any, registers: dict[str, list[str]]) -> dict[str, Any]:
+    """``{"tts/parler": [rows] | None}`` for the components one plugin registers."""
+    return {
+        f"{kind}/{name}": component_params(registry, kind, name)
+        for kind, names in sorted(registers.items())
+        for name in sorted(names)
+        if (kind, name) in registry.components
+    }
+
+
+def selected(registry: Any, selections: list[str]) -> list[tuple[str, str]]:
+    """``tts=parler`` or ``tts`` (every tts) or nothing (every component), as (kind, name)."""
+    keys = sorted(registry.components)
+    if not selections:
+        return keys
+    out: list[tuple[str, str]] = []
+    for selection in selections:
+        kind, _, name = selection.replace("/", "=").partition("=")
+        if name:
+            registry.component(kind, name)  # PluginError naming the known ones
+            out.append((kind, name))
+        else:
+            out += [k for k in keys if k[0] == kind]
+    return list(dict.fromkeys(out))
+
+
+def _default(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+
+
+def print_params(registry: Any, selections: list[str], as_json: bool = False) -> int:
+    import sys
+
+    from omnistory_core.plugins import PluginError
+
+    try:
+        keys = selected(registry, selections)
+    except PluginError as exc:
+        print(f"omnistory: error: {exc}", file=sys.stderr)
+        return 2
+    data = {f"{k}/{n}": component_params(registry, k, n) for k, n in keys}
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    for key, rows in data.items():
+        kind, name = key.split("/", 1)
+        if rows is None:
+            console.print(f"[bold]{kind}={name}[/bold]: parameters not declared (any key accepted)")
+            continue
+        table = Table(title=f"{kind}={name}", title_justify="left")
+        for col in ("parameter", "type", "default", "doc"):
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            doc = row["doc"]
+            if row["constraint"]:
+                doc += f" [{row['constraint']}]"
+            if row["runtime"]:
+                doc += " (runtime: not in the cache key)"
+            cells = (row["name"], row["type"], _default(row["default"]), doc)
+            table.add_row(*map(escape, cells))
+        console.print(table)
+    return 0
