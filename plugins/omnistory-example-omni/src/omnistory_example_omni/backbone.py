@@ -13,7 +13,9 @@ from the scene, and "speaks" with eSpeak NG.  What to copy is the shape:
 * declare ``produces`` and (optionally) ``reads``; import heavy libraries in ``load()`` only;
 * return one :class:`BackboneOutput` per item, with the plan fields of the modalities you do not
   make, and a :class:`Failure` per modality the model could not make (the others survive);
-* everything that changes outputs is a parameter (part of the cache key), validated in __init__.
+* declare every parameter once (``parameters``: type, default, doc); the core validates them when
+  the backbone is built, generates its config node (no yaml needed) and puts all but the runtime
+  ones into the cache key.
 """
 
 from __future__ import annotations
@@ -23,41 +25,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import Audio, Backbone, BackboneOutput
 from omnistory_core.contract import MODALITIES, Failure
-from omnistory_core.engine.job import ConfigError
-
-DEFAULTS: dict[str, Any] = {
-    # Modalities to leave out of the output (e.g. [speech]): shows how an omission is recorded.
-    "omit": [],
-    # Explain omissions with this category instead of leaving them to the engine's
-    # backbone_no_<modality> (e.g. model_error).
-    "omit_category": None,
-    # Palette shift of the drawn page towards the scene colour, 0..1.
-    "tint": 0.35,
-    "seed": 0,
-}
-
-
-def _check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Defaults merged with the user's values; one clear line for a typo or a bad value."""
-    unknown = sorted(set(params) - set(DEFAULTS) - {"batch_size"})
-    if unknown:
-        raise ConfigError(
-            f"backbone={name}: unknown parameter(s) {', '.join(unknown)}; known: "
-            f"{', '.join(sorted(DEFAULTS))}"
-        )
-    merged = {**DEFAULTS, **params}
-    omit = merged["omit"]
-    if isinstance(omit, str):
-        omit = [omit]
-    if not isinstance(omit, list | tuple) or any(m not in MODALITIES for m in omit):
-        raise ConfigError(
-            f"backbone={name}: omit must be a list of {list(MODALITIES)}, got {omit!r}"
-        )
-    merged["omit"] = sorted(set(omit))
-    tint = merged["tint"]
-    if isinstance(tint, bool) or not isinstance(tint, int | float) or not 0 <= tint <= 1:
-        raise ConfigError(f"backbone={name}: tint must be a number in [0, 1], got {tint!r}")
-    return merged
+from omnistory_core.params import Param, ParamError
 
 
 def speaking_character(conditions: dict[str, Any]) -> dict[str, Any]:
@@ -128,9 +96,39 @@ class _ExampleBackbone(Backbone):
     version = "1"
     reads = ("current_image", "current_text", "metadata", "conditions")
     requirements: ClassVar[tuple[str, ...]] = ("pillow>=10", "numpy>=1.24")
+    parameters = (
+        Param(
+            "omit",
+            (list, str),
+            [],
+            "modalities to leave out of the output, e.g. [speech] (how omissions are recorded)",
+        ),
+        Param(
+            "omit_category",
+            str,
+            None,
+            "category for those omissions (null: the engine records backbone_no_<modality>)",
+        ),
+        Param(
+            "tint",
+            float,
+            0.35,
+            "palette shift of the drawn page towards the scene colour",
+            ge=0,
+            le=1,
+        ),
+    )
 
     def __init__(self, **params: Any):
-        super().__init__(**_check_params(self.name, params))
+        super().__init__(**params)
+        omit = self.params["omit"]
+        omit = [omit] if isinstance(omit, str) else list(omit)
+        if any(m not in MODALITIES for m in omit):
+            # a rule the declaration cannot express: the same one-line error
+            raise ParamError(
+                f"backbone={self.name}: omit must be a list of {list(MODALITIES)}, got {omit!r}"
+            )
+        self.params["omit"] = sorted(set(omit))
         self._speak = None
 
     def load(self) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from omnistory_core.components import Planner, PlannerResponse
 from omnistory_core.hookspecs import hookimpl
+from omnistory_core.params import Param
 
 
 class InstructionPlanner(Planner):
@@ -16,6 +17,15 @@ class InstructionPlanner(Planner):
     baseline = True  # a rule, not a model: its systems are reported as baselines
     version = "1"
     reads = ("conditions", "metadata")  # only these reach run_one, and only these key the cache
+    # declared once: validated when built, listed by `plugins --params`, no yaml needed
+    parameters = (
+        Param(
+            "fallback_utterance",
+            str,
+            "Look at that!",
+            "spoken when no character has a speech intent",
+        ),
+    )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
         from omnistory_core.voices import resolve_gender
@@ -36,9 +46,7 @@ class InstructionPlanner(Planner):
             "speech": {
                 "speaker": name,
                 "utterance": str(
-                    (speaker or {}).get("speech_intent")
-                    or self.params.get("fallback_utterance")
-                    or "Look!"
+                    (speaker or {}).get("speech_intent") or self.params["fallback_utterance"]
                 ),
                 "emotion": "neutral",
                 "speed": "normal",
