@@ -81,7 +81,8 @@ class ConformanceReport:
     """What :func:`check_component` checked.
 
     ``passed`` lists the checks that ran and held; ``skipped`` maps a check (or sub-check) to why
-    it could not run; ``calls`` counts the component's computed calls per run.
+    it could not run; ``calls`` counts the component's computed calls per run; ``notes`` lists
+    per-example failures of a backbone's modalities that are data, not contract violations.
     """
 
     component: str
@@ -91,11 +92,13 @@ class ConformanceReport:
     skipped: dict[str, str] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"{self.component} v{self.version}: {self.examples} demo examples"]
         lines += [f"  ok       {name}" for name in self.passed]
         lines += [f"  skipped  {name}: {why}" for name, why in self.skipped.items()]
+        lines += [f"  note     {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -546,6 +549,7 @@ def _check_light_import(cls: type, report: ConformanceReport) -> None:
 def _check_outputs(cls: type, run: _Run, report: ConformanceReport) -> None:
     from omnistory_core.contract import Failure
 
+    missing: dict[str, list[str]] = {}
     for index, record in sorted(run.records.items()):
         example = next(ex for ex in run.result.examples if ex.index == index)
         where = f"demo example {example.id}"
@@ -565,26 +569,48 @@ def _check_outputs(cls: type, run: _Run, report: ConformanceReport) -> None:
                 f"{where} failed: {_describe(record)} (check_component needs parameters that"
                 " make every demo example succeed offline)",
             )
-        _check_output_value(cls, run, index, record, where)
+        for modality, why in _check_output_value(cls, run, index, record, where).items():
+            missing.setdefault(modality, [])
+            if why is not None:
+                missing[modality].append(why)
+    # a backbone may miss a modality on one example (that is data, counted in the failure
+    # table), but one it never makes, or whose plan fields never reach the expert, is a bug
+    for modality, reasons in missing.items():
+        if len(reasons) == len(run.records):
+            native = modality in getattr(cls, "produces", ())
+            raise _fail(
+                cls,
+                "outputs",
+                f"no demo example has {modality}"
+                + (
+                    " although the backbone declares it in produces"
+                    if native
+                    else f"; a backbone without {modality} must return the plan fields for it"
+                )
+                + f" ({reasons[0]})",
+            )
+        report.notes.extend(reasons)
     report.passed.append("outputs")
 
 
-def _check_output_value(cls: type, run: _Run, index: int, record: Any, where: str) -> None:
+def _check_output_value(
+    cls: type, run: _Run, index: int, record: Any, where: str
+) -> dict[str, str | None]:
+    """Check one ok record; for a backbone, return per modality None (made, or handed to its
+    expert) or why not (a per-modality failure of the example, which is data)."""
     from omnistory_core.contract import Failure
 
     out = record.output
     if cls.kind == "planner":
         if not isinstance(out.get("text"), str):
             raise _fail(cls, "outputs", f"{where}: the planner's text is not a string")
-        return
-    if cls.kind == "image":
-        _check_blob(cls, run, out, "png", where)
-        return
-    if cls.kind == "tts":
-        _check_blob(cls, run, out, "wav", where)
-        return
+        return {}
+    if cls.kind in ("image", "tts"):
+        _check_blob(cls, run, out, "png" if cls.kind == "image" else "wav", where)
+        return {}
     produces = frozenset(getattr(cls, "produces", ()))
     failures = out.get("failures") or {}
+    outcome: dict[str, str | None] = {}
     for modality in ("text", "image", "speech"):
         value = out.get(modality)
         if modality not in produces:
@@ -595,26 +621,25 @@ def _check_output_value(cls: type, run: _Run, index: int, record: Any, where: st
                     f"{where}: BackboneOutput.{modality} is set but {modality!r} is not in"
                     f" produces {sorted(produces)}; declare it or leave it None",
                 )
+            blocked = run.result.media["image" if modality == "image" else "speech"].get(index)
+            outcome[modality] = (
+                f"{where}: the {'image' if modality == 'image' else 'tts'} expert could not run"
+                f" on the backbone's plan ({blocked.category}: {blocked.message})"
+                if isinstance(blocked, Failure)
+                else None
+            )
             continue
         if modality in failures:
+            failure = failures[modality]
+            outcome[modality] = f"{where}: {failure.get('category')}: {failure.get('message')}"
             continue
         if modality == "text":
             if not isinstance(value, str) or not value.strip():
                 raise _fail(cls, "outputs", f"{where}: an empty narration and no failure for it")
         else:
             _check_blob(cls, run, value or {}, "png" if modality == "image" else "wav", where)
-    for modality, group in (("image", "image"), ("speech", "tts")):
-        if modality in produces:
-            continue
-        blocked = run.result.media[modality].get(index)
-        if isinstance(blocked, Failure):
-            raise _fail(
-                cls,
-                "outputs",
-                f"{where}: the {group} expert could not run on the backbone's plan"
-                f" ({blocked.category}: {blocked.message}); a backbone without {modality} must"
-                f" return the plan fields for it",
-            )
+        outcome[modality] = None
+    return outcome
 
 
 def _check_blob(cls: type, run: _Run, out: Mapping[str, Any], ext: str, where: str) -> None:
@@ -781,7 +806,17 @@ def _check_output_params(cls, params, demo, first: _Run, vary, report) -> None:
     base_key = item_key(first.component, inputs)
     runtime = set(getattr(cls, "runtime_params", ())) | {"batch_size"}
     values = _values(cls, params, first.component)
-    names = sorted(k for k in values if k not in runtime)
+    # a parameter counts as an output parameter when the class declares it (not runtime) or its
+    # output_params() names it; one it leaves out on purpose (seed under a fixed load seed) is
+    # its own statement that it changes nothing
+    keyed = set(first.component.output_params()) | {
+        name for name, p in _declaration(cls).items() if not p.runtime
+    }
+    names = sorted(k for k in values if k not in runtime and (k in keyed or k in vary))
+    for name in sorted(set(values) - runtime - set(names)):
+        report.skipped[f"output_params.{name}"] = (
+            "not in output_params() with these parameters: the component says it changes nothing"
+        )
     changed = _variations(cls, params, names, values, vary, "output_params", report)
     for name, other in changed.items():
         registry = registry_with(cls)
