@@ -18,7 +18,7 @@ SUBCOMMANDS = ("plugins", "report", "evaluate", "judges", "env", "prefetch")
 def _hydra_main() -> int:
     import hydra
 
-    from omnistory_core.app import task
+    from omnistory_core.app import explain_missing_configs, task
     from omnistory_core.secrets import check_overrides
 
     problem = check_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
@@ -28,7 +28,8 @@ def _hydra_main() -> int:
     app = hydra.main(
         version_base="1.3", config_path="pkg://omnistory_core.conf", config_name="config"
     )(task)
-    app()
+    with explain_missing_configs():
+        app()
     return 0
 
 

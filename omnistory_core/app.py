@@ -348,6 +348,50 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (ConfigError, DatasetError, PluginError)
 
 
+@contextmanager
+def explain_missing_configs():
+    """While Hydra runs: a config it cannot find (``Could not find 'system/x'``) also names the
+    plugins that failed to load, which may ship it, and how to see why.
+
+    Hydra reports its own errors (``run_and_report`` prints the message and exits 1) before any
+    omnistory code sees them, so the message is extended on its way there.  Hydra is pinned to
+    1.3, where ``_run_hydra`` calls ``run_and_report`` through its module.
+    """
+    import hydra._internal.utils as hydra_utils
+
+    original = hydra_utils.run_and_report
+
+    def run_and_report(func):
+        return original(lambda: _with_plugin_hint(func))
+
+    hydra_utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        hydra_utils.run_and_report = original
+
+
+def _with_plugin_hint(func):
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from omnistory_core.plugins import missing_config_hint
+
+    try:
+        return func()
+    except ConfigCompositionException as exc:
+        hint = missing_config_hint(str(exc))
+        if hint is None:
+            raise
+        # right under Hydra's first line, before its long list of options and search path
+        first, _, rest = str(exc).partition("\n")
+        message = f"{first}\n{hint}\n{rest}" if rest else f"{first}\n{hint}"
+        if isinstance(exc, MissingConfigException):
+            raise MissingConfigException(message, exc.missing_cfg_file, exc.options) from (
+                exc.__cause__
+            )
+        raise ConfigCompositionException(message) from exc.__cause__
+
+
 def task(cfg: DictConfig) -> None:
     """Hydra task: one system.  A configuration error is one clear line, not a traceback; in a
     sweep it is recorded in the job directory (``job_error.json``) and the other jobs go on."""

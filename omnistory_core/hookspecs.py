@@ -1,7 +1,9 @@
 """Plugin hooks (pluggy project name ``omnistory``, entry-point group ``omnistory``).
 
 Each hook receives a ``register`` callback; call it once per thing you add.  Built-in components
-register through exactly these hooks (``omnistory_core.builtin``).
+register through exactly these hooks (``omnistory_core.builtin``).  A plugin implementing a hook
+that is not defined here (``register_planner``), or with another signature than ``(register)``, is
+not loaded (one warning line with a did-you-mean); the other plugins are unaffected.
 
 Example plugin module (named by ``[project.entry-points.omnistory] mymodel = "mypkg.plugin"``)::
 

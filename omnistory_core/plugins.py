@@ -1,7 +1,9 @@
 """Plugin loading (pluggy, entry-point group ``omnistory``) and the component registry.
 
 Every entry point is loaded inside its own try/except: a broken plugin costs one warning line naming
-its distribution and version, never the CLI.  Switches (environment variables):
+its distribution and version, never the CLI.  That includes a plugin whose hooks do not match the
+specs (a misspelled hook name, a wrong argument): it is checked on its own when it registers, not by
+one ``check_pending`` over all plugins.  Switches (environment variables):
 
 * ``OMNISTORY_STRICT_PLUGINS=1``: re-raise plugin errors (for plugin authors);
 * ``OMNISTORY_BLOCK_PLUGINS=a,b``: skip these entry-point or distribution names;
@@ -10,9 +12,11 @@ its distribution and version, never the CLI.  Switches (environment variables):
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as md
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -65,14 +69,70 @@ class Registry:
             return self.components[(kind, name)]
         except KeyError:
             known = sorted(n for k, n in self.components if k == kind)
+            failed = self.failed()
             raise PluginError(
                 f"no {kind} named {name!r} is registered; "
                 f"known {kind}s: {', '.join(known) or 'none'}"
-                " (run `python -m omnistory_core plugins` to see plugins and load errors)"
+                + (f"; plugins that failed to load: {_describe(failed)}" if failed else "")
+                + " (run `python -m omnistory_core plugins` to see plugins and load errors)"
             ) from None
 
     def names(self, kind: str) -> list[str]:
         return sorted(n for k, n in self.components if k == kind)
+
+    def failed(self) -> list[PluginInfo]:
+        """Plugins that did not load (broken or blocked), by name."""
+        return [info for _, info in sorted(self.plugins.items()) if info.error]
+
+
+def _describe(infos: list[PluginInfo]) -> str:
+    return ", ".join(f"{i.name!r} ({i.distribution} {i.version})" for i in infos)
+
+
+def _shipped_config(info: PluginInfo, config: str) -> bool:
+    """Whether the plugin's distribution contains ``<...>/<config>.yaml`` (e.g. ``system/x``)."""
+    try:
+        files = md.distribution(info.distribution).files or []
+    except (md.PackageNotFoundError, ValueError):
+        return False
+    suffix = f"/{config.strip('/')}.yaml"
+    return any(f"/{file.as_posix()}".endswith(suffix) for file in files)
+
+
+_MISSING_CONFIG = re.compile(
+    r"Could not (?:find|load) '([^']+)'"
+    r"|Could not override '([^']+)'\. No match in the defaults list"
+)
+
+
+def missing_config_hint(message: str, registry: Registry | None = None) -> str | None:
+    """For Hydra's "Could not find 'system/x'" (or "Could not load", or a group override with no
+    match in the defaults list): the plugins that failed to load, which may own that config, and
+    how to see why.  ``None`` when the message is about something else or every plugin loaded."""
+    match = _MISSING_CONFIG.search(message)
+    if match is None:
+        return None
+    failed = (registry or load_plugins()).failed()
+    if not failed:
+        return None
+    config = match.group(1) or match.group(2)
+    see = "run `python -m omnistory_core plugins` to see why"
+    owners = [info for info in failed if _shipped_config(info, config)]
+    if owners:
+        owner = owners[0]
+        return (
+            f"'{config}' is shipped by plugin {owner.name!r} ({owner.distribution} "
+            f"{owner.version}), which failed to load: {_one_line(owner.error or '', 200)}; {see}"
+        )
+    return f"plugins that failed to load, which may provide '{config}': {_describe(failed)}; {see}"
+
+
+def _one_line(text: str, width: int | None = None) -> str:
+    """Collapse a multi-line error (pluggy's validation errors span lines) for a warning line."""
+    flat = "; ".join(part.strip() for part in text.splitlines() if part.strip())
+    if width is not None and len(flat) > width:
+        flat = flat[: width - 3] + "..."
+    return flat
 
 
 _lock = threading.Lock()
@@ -102,6 +162,37 @@ def _make_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager("omnistory")
     pm.add_hookspecs(hookspecs)
     return pm
+
+
+def _check_hooks(pm: pluggy.PluginManager, plugin_name: str) -> None:
+    """Refuse a plugin whose hooks do not match the specs, naming the hook and the fix.
+
+    pluggy checks argument names at ``register`` but leaves unknown hook names to
+    ``check_pending``, which covers all plugins at once: one misspelling there would stop every
+    plugin, so the same check is done here for one plugin.
+    """
+    plugin = pm.get_plugin(plugin_name)
+    known = sorted(name for name in vars(hookspecs) if name.startswith("register_"))
+    for caller in pm.get_hookcallers(plugin) or []:
+        for impl in caller.get_hookimpls():
+            if impl.plugin_name != plugin_name:
+                continue
+            if not caller.has_spec():
+                if impl.optionalhook:
+                    continue
+                close = difflib.get_close_matches(caller.name, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "known: " + ", ".join(known)
+                raise pluggy.PluginValidationError(plugin, f"unknown hook {caller.name!r} ({hint})")
+            if impl.hookwrapper or impl.wrapper:
+                raise pluggy.PluginValidationError(
+                    plugin, f"hook {caller.name!r} must be a plain @hookimpl, not a wrapper"
+                )
+            if "register" not in impl.argnames:
+                raise pluggy.PluginValidationError(
+                    plugin,
+                    f"hook {caller.name!r} must take the argument 'register' "
+                    f"(def {caller.name}(register): ...)",
+                )
 
 
 def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> None:
@@ -157,7 +248,7 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
                         registry.config_paths.append(path)
                     _acc.append(("config", path))
 
-            else:  # pragma: no cover - pluggy rejects unknown hooks in check_pending
+            else:  # pragma: no cover - _check_hooks refused unknown hooks before this
                 continue
             hook_impl.function(register=register)
             for kind, entry in registered:
@@ -183,6 +274,7 @@ def _register_plugin(
     try:
         module = load()
         pm.register(module, name=name)
+        _check_hooks(pm, name)
         _collect(pm, registry, name)
     except Exception as exc:
         # Roll back whatever the plugin managed to register before failing.
@@ -190,7 +282,7 @@ def _register_plugin(
         info.registers = {}
         if pm.has_plugin(name):
             pm.unregister(name=name)
-        info.error = f"{type(exc).__name__}: {exc}"
+        info.error = f"{type(exc).__name__}: {_one_line(str(exc))}"
         if strict:
             raise
         _warn(
@@ -236,7 +328,6 @@ def load_plugins(*, force: bool = False) -> Registry:
                     )
                     continue
                 _register_plugin(pm, registry, ep.name, ep.load, dist, version, strict)
-        pm.check_pending()
         _registry = registry
         return registry
 
