@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import Backbone, BackboneOutput
 from omnistory_core.contract import Failure
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.params import Param, ParamError
 from omnistory_core.planning.replies import TRUNCATION_REASONS
 from omnistory_core.planning.retry import (
     ErrorInfo,
@@ -56,147 +56,115 @@ NO_KEY = "not-needed"
 IMAGE_TRANSPORTS = ("data_url", "http")
 TOOL_CHOICES = ("auto", "required", "named")
 
-DEFAULTS: dict[str, Any] = {
+PARAMETERS: tuple[Param, ...] = (
     # -- output-changing (in the cache key) --
-    "model": "track_b_model",
-    "text_max_tokens": 2048,
-    "image_max_tokens": 7000,
-    "speech_max_tokens": 2048,
-    "reasoning": True,
-    "thinking_token_budget": 1024,
-    "tool_choice": None,
-    "temperature": None,
-    "top_p": None,
-    "sampling_seed": None,
-    "seed": 0,
+    Param("model", str, "track_b_model", "served model name (OmniServe's Track B model)"),
+    Param("text_max_tokens", int, 2048, "max_tokens of the text request", ge=1),
+    Param("image_max_tokens", int, 7000, "max_tokens of the image tool call (vision tokens)", ge=1),
+    Param("speech_max_tokens", int, 2048, "max_tokens of the speech request", ge=1),
+    Param(
+        "reasoning",
+        bool,
+        True,
+        "on: chat_template_kwargs {thinking: true} + thinking_token_budget; off: skip_reasoning",
+    ),
+    Param("thinking_token_budget", int, 1024, "reasoning-token cap (0: no cap, not sent)", ge=0),
+    Param(
+        "tool_choice",
+        str,
+        None,
+        "image request's tool_choice: null = not sent (as the runner) | auto | required | named",
+        choices=TOOL_CHOICES,
+    ),
+    Param("temperature", float, None, "null: the server's default (the runner sends none)"),
+    Param("top_p", float, None, "null: the server's default"),
+    Param("sampling_seed", int, None, "sent as the request's seed when set", ge=0),
     # -- runtime only --
-    "base_url": None,
-    "api_key_env": "OMNISTORY_HYPERCLOVA_API_KEY",
-    "max_concurrency": 4,
-    "timeout_s": 600.0,
-    "download_timeout_s": 120.0,
-    "max_retries": 3,
-    "retry_base_delay_s": 1.0,
-    "retry_max_delay_s": 60.0,
-    "image_attempts": 10,
-    "image_retry_delay_s": 1.5,
-    "speech_attempts": 1,
-    "speech_retry_delay_s": 1.5,
-    "image_transport": "data_url",
-    "image_http_root": None,
-    "image_base_url": None,
-}
-RUNTIME: tuple[str, ...] = (
-    "base_url",
-    "api_key_env",
-    "max_concurrency",
-    "timeout_s",
-    "download_timeout_s",
-    "max_retries",
-    "retry_base_delay_s",
-    "retry_max_delay_s",
-    "image_attempts",
-    "image_retry_delay_s",
-    "speech_attempts",
-    "speech_retry_delay_s",
-    "image_transport",
-    "image_http_root",
-    "image_base_url",
+    Param(
+        "base_url",
+        str,
+        None,
+        f"null: ${BASE_URL_ENV}, else {DEFAULT_BASE_URL}",
+        runtime=True,
+    ),
+    Param(
+        "api_key_env",
+        str,
+        "OMNISTORY_HYPERCLOVA_API_KEY",
+        "NAME of the environment variable holding the key (optional: OmniServe checks none)",
+        runtime=True,
+    ),
+    Param(
+        "max_concurrency", int, 4, "examples in flight (three requests each)", runtime=True, ge=1
+    ),
+    Param("timeout_s", float, 600.0, "per chat request (seconds)", runtime=True, gt=0),
+    Param("download_timeout_s", float, 120.0, "per media download (seconds)", runtime=True, gt=0),
+    Param(
+        "max_retries",
+        int,
+        3,
+        "retries on 408/409/425/429/5xx, timeouts, connection errors",
+        runtime=True,
+        ge=0,
+    ),
+    Param("retry_base_delay_s", float, 1.0, "first retry delay (seconds)", runtime=True, gt=0),
+    Param("retry_max_delay_s", float, 60.0, "longest retry delay (seconds)", runtime=True, gt=0),
+    Param(
+        "image_attempts", int, 10, "tries of request + download + image check", runtime=True, ge=1
+    ),
+    Param("image_retry_delay_s", float, 1.5, "seconds between image tries", runtime=True, ge=0),
+    Param("speech_attempts", int, 1, "tries of the speech request + download", runtime=True, ge=1),
+    Param("speech_retry_delay_s", float, 1.5, "seconds between speech tries", runtime=True, ge=0),
+    Param(
+        "image_transport",
+        str,
+        "data_url",
+        "data_url (inline base64) | http (image_base_url + path under image_http_root)",
+        runtime=True,
+        choices=IMAGE_TRANSPORTS,
+    ),
+    Param("image_http_root", str, None, "directory served at image_base_url", runtime=True),
+    Param("image_base_url", str, None, "URL image_http_root is served at", runtime=True),
 )
-
-
-def _is_int(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+#: the defaults (what the benchmark's HyperCLOVA runner does)
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
+RUNTIME: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.runtime)
 
 
 def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Defaults merged with ``params``; else one line naming ``backbone=<name>`` and the key."""
-    unknown = sorted(set(params) - set(DEFAULTS) - {"batch_size"})
-    if unknown:
-        raise ConfigError(
-            f"backbone={name}: unknown parameter(s) {', '.join(unknown)}; valid: "
-            f"{', '.join(sorted(DEFAULTS))}"
-        )
-    p = {**DEFAULTS, **params}
-    checks: list[tuple[str, bool, str]] = [
+def _is_url(value: Any) -> bool:
+    return _nonempty_str(value) and value.startswith(("http://", "https://"))
+
+
+def check_params(name: str, p: dict[str, Any]) -> None:
+    """What the declaration cannot say; one line naming ``backbone=<name>`` and the key."""
+    problems = [
         ("model", _nonempty_str(p["model"]), "the served model name"),
-        ("reasoning", isinstance(p["reasoning"], bool), "true or false"),
-        (
-            "thinking_token_budget",
-            _is_int(p["thinking_token_budget"], 0),
-            "an integer >= 0 (0: no cap)",
-        ),
-        (
-            "tool_choice",
-            p["tool_choice"] is None or p["tool_choice"] in TOOL_CHOICES,
-            f"null or one of {', '.join(TOOL_CHOICES)}",
-        ),
-        (
-            "sampling_seed",
-            p["sampling_seed"] is None or _is_int(p["sampling_seed"], 0),
-            "null or an integer >= 0",
-        ),
-        ("seed", _is_int(p["seed"], 0) or p["seed"] is None, "an integer >= 0"),
-        (
-            "base_url",
-            p["base_url"] is None
-            or (_nonempty_str(p["base_url"]) and p["base_url"].startswith(("http://", "https://"))),
-            "null or an http(s) URL",
-        ),
+        ("base_url", p["base_url"] is None or _is_url(p["base_url"]), "null or an http(s) URL"),
         (
             "api_key_env",
             p["api_key_env"] is None or _nonempty_str(p["api_key_env"]),
             "null or the NAME of an environment variable",
         ),
-        ("max_concurrency", _is_int(p["max_concurrency"], 1), "an integer >= 1"),
-        ("max_retries", _is_int(p["max_retries"], 0), "an integer >= 0"),
-        ("image_attempts", _is_int(p["image_attempts"], 1), "an integer >= 1"),
-        ("speech_attempts", _is_int(p["speech_attempts"], 1), "an integer >= 1"),
-        (
-            "image_transport",
-            p["image_transport"] in IMAGE_TRANSPORTS,
-            f"one of {', '.join(IMAGE_TRANSPORTS)}",
-        ),
     ]
-    checks += [
-        (k, _is_int(p[k], 1), "an integer >= 1")
-        for k in ("text_max_tokens", "image_max_tokens", "speech_max_tokens")
-    ]
-    checks += [
-        (k, _is_number(p[k]) and p[k] > 0, "a number > 0")
-        for k in ("timeout_s", "download_timeout_s", "retry_base_delay_s", "retry_max_delay_s")
-    ]
-    checks += [
-        (k, _is_number(p[k]) and p[k] >= 0, "a number >= 0")
-        for k in ("image_retry_delay_s", "speech_retry_delay_s")
-    ]
-    checks += [
-        (k, p[k] is None or _is_number(p[k]), "null or a number") for k in ("temperature", "top_p")
-    ]
-    for key, ok, expected in checks:
+    for key, ok, expected in problems:
         if not ok:
-            raise ConfigError(f"backbone={name}: backbone.{key} must be {expected}, got {p[key]!r}")
+            raise ParamError(f"backbone={name}: {key} must be {expected}, got {p[key]!r}")
     if p["image_transport"] == "http":
         for key in ("image_http_root", "image_base_url"):
             if not _nonempty_str(p[key]):
-                raise ConfigError(
+                raise ParamError(
                     f"backbone={name}: image_transport=http needs backbone.{key} (the directory "
                     "served over HTTP and the URL it is served at), got " + repr(p[key])
                 )
-        if not str(p["image_base_url"]).startswith(("http://", "https://")):
-            raise ConfigError(
-                f"backbone={name}: backbone.image_base_url must be an http(s) "
-                f"URL, got {p['image_base_url']!r}"
+        if not _is_url(p["image_base_url"]):
+            raise ParamError(
+                f"backbone={name}: image_base_url must be an http(s) URL,"
+                f" got {p['image_base_url']!r}"
             )
-    return p
 
 
 @dataclass
@@ -272,7 +240,7 @@ class HyperClovaOmni(Backbone):
     version = "1"
     produces = frozenset({"text", "image", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params: ClassVar[tuple[str, ...]] = RUNTIME
+    parameters = PARAMETERS
     default_batch_size = 16
     description = (
         "HyperCLOVA X SEED Omni 8B (any-to-any) through an OmniServe Track B "
@@ -293,7 +261,8 @@ class HyperClovaOmni(Backbone):
         return []
 
     def __init__(self, **params: Any):
-        super().__init__(**check_params(self.name, params))
+        super().__init__(**params)
+        check_params(self.name, self.params)
         self._client: Any = None
         self._downloader: Downloader | None = None
         self._sleep: Callable[[float], None] = time.sleep
