@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from omnistory_core.components import Planner, PlannerResponse
+from omnistory_core.components import Backbone, BackboneOutput, Planner, PlannerResponse
+from omnistory_core.contract import Failure
+from omnistory_core.data.demo import load_demo
 from omnistory_core.params import Param
 from omnistory_core.testing import ConformanceError, ConformanceReport, check_component
 
@@ -150,7 +152,9 @@ HEAVY_PLUGIN = '''
 """A plugin module that imports torch when it is imported: plugin discovery pays for it."""
 import torch  # noqa: F401
 
-from omnistory_core.components import Planner, PlannerResponse
+from omnistory_core.components import Backbone, BackboneOutput, Planner, PlannerResponse
+from omnistory_core.contract import Failure
+from omnistory_core.data.demo import load_demo
 
 
 class HeavyPlanner(Planner):
@@ -279,3 +283,71 @@ def test_identity_needs_a_name_and_a_version_of_its_own() -> None:
         check_component(NoVersion)
     with pytest.raises(ConformanceError, match="identity: name 'bad name' must be"):
         check_component(BadName)
+
+
+class HalfOmni(Backbone):
+    """T+I: narration and an image, and the speech plan for the TTS expert.  With ``lose`` it
+    drops the image (recorded as a failure) on the examples whose text contains that word."""
+
+    name = "half_omni"
+    version = "1"
+    produces = frozenset({"text", "image"})
+    reads = ("current_text", "conditions")
+    parameters = (Param("lose", str, "", "drop the image where the page text has this word"),)
+
+    def run_one(self, item: dict[str, Any]) -> BackboneOutput:
+        from PIL import Image
+
+        out = BackboneOutput(
+            text=f"{item['current_text']} Then the moon came back.",
+            image=Image.new("RGB", (8, 8), (len(item["current_text"]) % 256, 0, 0)),
+            plan={"speech": json.loads(_plan("unused"))["speech"]},
+        )
+        if self.params["lose"] and self.params["lose"] in item["current_text"]:
+            out.image = None
+            out.failures["image"] = Failure("model_error", "no image tokens")
+        return out
+
+
+class MakesNoImage(HalfOmni):
+    name = "makes_no_image"
+
+    def run_one(self, item: dict[str, Any]) -> BackboneOutput:
+        out = super().run_one(item)
+        out.image = None
+        return out
+
+
+class GivesNoSpeechPlan(HalfOmni):
+    name = "gives_no_speech_plan"
+
+    def run_one(self, item: dict[str, Any]) -> BackboneOutput:
+        out = super().run_one(item)
+        out.plan = None
+        return out
+
+
+def test_a_backbone_with_its_expert_passes_and_notes_an_example_without_image() -> None:
+    report = check_component(HalfOmni)
+    assert "outputs" in report.passed and report.notes == []
+    first_text = load_demo(limit=1)[0].current.text
+    word = first_text.split()[0]
+    report = check_component(HalfOmni, lose=word)
+    assert "outputs" in report.passed
+    assert len(report.notes) == 1 and "model_error: no image tokens" in report.notes[0]
+
+
+def test_a_backbone_that_never_makes_a_declared_modality_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(MakesNoImage)
+    message = str(info.value)
+    assert "outputs: no demo example has image although the backbone declares it" in message
+    assert "backbone_no_image" in message
+
+
+def test_a_backbone_that_never_gives_its_expert_a_plan_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(GivesNoSpeechPlan)
+    message = str(info.value)
+    assert "outputs: no demo example has speech; a backbone without speech must return" in message
+    assert "the tts expert could not run on the backbone's plan" in message

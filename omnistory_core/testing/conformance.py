@@ -350,7 +350,9 @@ def _run(
         raise _fail(cls, check, f"the engine refused the component: {exc}") from exc
     store = Store(store_dir)
     try:
-        result = run_job(examples=demo, components=components, store=store)
+        # every stored record counts as a result here, also a failure the default mode would
+        # retry: what is checked is that a complete store is reused, not the retry policy
+        result = run_job(examples=demo, components=components, store=store, retry_failures=False)
     except ConfigError as exc:  # the engine's own refusal, e.g. a component that cannot load
         raise _fail(cls, check, f"the engine stopped the run: {exc}") from exc
     except Exception as exc:
