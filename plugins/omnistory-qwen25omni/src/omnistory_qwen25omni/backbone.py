@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import Audio, Backbone, BackboneOutput, ComponentError, Media
 from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import DTYPE_NAMES, ENGINE_PARAMS, item_seed
+from omnistory_core.experts.diffusion import DTYPE_NAMES, item_seed
+from omnistory_core.params import Param, ParamError
 from omnistory_qwen25omni.prompts import extract_quote, parse_page, pass1_messages, pass2_messages
 from omnistory_qwen25omni.replies import Reply, Speech
 
@@ -42,49 +43,58 @@ QWEN25OMNI_REQUIREMENTS: tuple[str, ...] = (
     "openai>=3.57,<4",
 )
 
-DEFAULTS: dict[str, Any] = {
+PARAMETERS: tuple[Param, ...] = (
     # -- output-changing (cache key) --
-    "model": "Qwen/Qwen2.5-Omni-7B",
-    "revision": None,
-    "backend": "transformers",
-    "dtype": "auto",
-    "attn_implementation": "flash_attention_2",
-    "speaker": None,
-    "thinker_max_new_tokens": None,
-    "talker_max_new_tokens": None,
+    Param("model", str, "Qwen/Qwen2.5-Omni-7B", "hub id or local directory (with spk_dict.pt)"),
+    Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
+    Param(
+        "backend",
+        str,
+        "transformers",
+        "transformers (in this process) | vllm_omni (a vLLM-Omni server at base_url)",
+        choices=BACKENDS,
+    ),
+    Param("dtype", str, "auto", "auto (the checkpoint's: bfloat16) | bfloat16 | float16 | float32"),
+    Param(
+        "attn_implementation",
+        str,
+        "flash_attention_2",
+        "as the official runner; sdpa without CUDA or flash-attn (recorded in usage)",
+        choices=ATTENTION,
+    ),
+    Param("speaker", str, None, "null: the default voice (Chelsie) | Ethan (transformers only)"),
+    Param("thinker_max_new_tokens", int, None, "null: the model's default (1024)", ge=1),
+    Param("talker_max_new_tokens", int, None, "null: the model's default (4096)", ge=1),
     # -- runtime only --
-    "device": "auto",
-    "base_url": "http://127.0.0.1:8091/v1",
-    "served_model_name": None,
-    "api_key_env": None,
-    "timeout_s": 600.0,
-    "max_retries": 2,
-    "max_concurrency": 4,
-    "launch": False,
-    "launch_executable": "vllm",
-    "launch_args": [],
-    "launch_host": "127.0.0.1",
-    "launch_port": None,
-    "launch_timeout_s": 1800.0,
-    "launch_log": None,
-}
-
-RUNTIME_PARAMS: tuple[str, ...] = (
-    "device",
-    "base_url",
-    "served_model_name",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "max_concurrency",
-    "launch",
-    "launch_executable",
-    "launch_args",
-    "launch_host",
-    "launch_port",
-    "launch_timeout_s",
-    "launch_log",
+    Param("device", str, "auto", "auto (cuda when visible) | cpu | cuda:N", runtime=True),
+    Param("base_url", (str, None), "http://127.0.0.1:8091/v1", "vllm_omni server", runtime=True),
+    Param("served_model_name", str, None, "the server's model name; null: `model`", runtime=True),
+    Param(
+        "api_key_env",
+        str,
+        None,
+        "NAME of the environment variable with the server's key; null: none",
+        runtime=True,
+    ),
+    Param("timeout_s", float, 600.0, "per request (seconds)", runtime=True, gt=0),
+    Param("max_retries", int, 2, "retries of a request", runtime=True, ge=0),
+    Param("max_concurrency", int, 4, "examples in flight against the server", runtime=True, ge=1),
+    Param("launch", bool, False, "start the vLLM-Omni server on the first call", runtime=True),
+    Param(
+        "launch_executable",
+        (str, list),
+        "vllm",
+        "program, or argv prefix ([python, -m, vllm_omni.entrypoints.cli.main])",
+        runtime=True,
+    ),
+    Param("launch_args", list, [], "extra arguments of `serve`", runtime=True),
+    Param("launch_host", str, "127.0.0.1", "host the launched server binds", runtime=True),
+    Param("launch_port", int, None, "null: any free port", runtime=True, ge=1, le=65535),
+    Param("launch_timeout_s", float, 1800.0, "seconds to wait for /health", runtime=True, gt=0),
+    Param("launch_log", str, None, "server log; null: a file in the temp directory", runtime=True),
 )
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
+RUNTIME_PARAMS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.runtime)
 
 
 @dataclass(frozen=True)
@@ -115,9 +125,7 @@ class Settings:
 
 
 def _bad(key: str, wanted: str, value: Any) -> Exception:
-    from omnistory_core.engine.job import ConfigError
-
-    return ConfigError(f"{OWNER}: {key} must be {wanted}, got {value!r}")
+    return ParamError(f"{OWNER}: {key} must be {wanted}, got {value!r}")
 
 
 def _int_or_none(params: dict[str, Any], key: str, minimum: int) -> int | None:
@@ -146,15 +154,9 @@ def _str_or_none(params: dict[str, Any], key: str) -> str | None:
 
 
 def parse_settings(raw: dict[str, Any]) -> Settings:
-    """Validate the parameters (unknown keys and bad values -> ``ConfigError`` naming the key)."""
-    from omnistory_core.engine.job import ConfigError
-
-    known = set(DEFAULTS) | set(ENGINE_PARAMS)
-    unknown = sorted(k for k in raw if k not in known)
-    if unknown:
-        raise ConfigError(
-            f"{OWNER}: unknown parameter(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-        )
+    """The settings from the declared parameters (types and bounds are checked by the
+    declaration): spellings normalised, rules across keys checked (``ParamError`` naming the
+    key)."""
     p = {**DEFAULTS, **{k: v for k, v in raw.items() if k in DEFAULTS}}
     if isinstance(p["launch_args"], tuple):
         p["launch_args"] = list(p["launch_args"])
@@ -268,7 +270,7 @@ class Qwen25OmniBackbone(Backbone):
     version = "1"
     produces: ClassVar[frozenset[str]] = frozenset({"text", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params: ClassVar[tuple[str, ...]] = RUNTIME_PARAMS
+    parameters = PARAMETERS
     default_batch_size = 1
     description = (
         "Qwen2.5-Omni-7B (T+S): spoken line + audio, then next page JSON {text, t2i} given the line"
@@ -278,7 +280,7 @@ class Qwen25OmniBackbone(Backbone):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.settings = parse_settings(params)
+        self.settings = parse_settings(self.params)
         self.runner: Any = None
         self._load_error: str | None = None
 
