@@ -161,3 +161,13 @@ def test_shipped_yaml_sets_every_parameter():
     assert conf.pop("name") == "claude"
     assert set(conf) == set(ClaudePlanner.param_defaults) - {"seed"}
     assert ClaudePlanner(**conf, seed=0).model == "claude-opus-4-7"
+
+
+def test_preflight_names_the_missing_variable_and_the_remedy(monkeypatch):
+    from omnistory_core.components import ComponentError
+
+    planner_ = ClaudePlanner(api_key_env=KEY_VAR, seed=0)
+    planner_.preflight()
+    monkeypatch.delenv(KEY_VAR)
+    with pytest.raises(ComponentError, match=f"{KEY_VAR} is not set.*export {KEY_VAR}="):
+        planner_.preflight()

@@ -167,3 +167,13 @@ def test_shipped_yaml_sets_every_parameter():
     assert conf.pop("name") == "gpt"
     assert set(conf) == set(GPTPlanner.param_defaults) - {"seed"}
     assert GPTPlanner(**conf, seed=0).model == "gpt-5.4"
+
+
+def test_preflight_names_the_missing_variable_and_the_remedy(monkeypatch):
+    planner_ = GPTPlanner(api_key_env=KEY_VAR, seed=0)
+    planner_.preflight()  # the key is set (fixture)
+    monkeypatch.delenv(KEY_VAR)
+    with pytest.raises(ComponentError) as info:
+        planner_.preflight()
+    assert f"environment variable {KEY_VAR} is not set" in str(info.value)
+    assert f"export {KEY_VAR}=" in str(info.value)

@@ -125,3 +125,11 @@ def test_cli_run_with_launch(fake_vllm, tmp_path: Path):
     assert manifest["missing"] == {"text": 0, "image": 0, "speech": 0}
     assert "launch" not in manifest["components"]["planner"]["params"]  # runtime only
     assert not _alive(int(fake_vllm["pid"].read_text()))
+
+
+def test_preflight_refuses_a_missing_vllm_executable(fake_vllm, tmp_path):
+    _planner(fake_vllm).preflight()  # the stand-in exists
+    missing = Qwen35Planner(launch=True, launch_executable=str(tmp_path / "no-vllm"), base_url=None)
+    with pytest.raises(ComponentError, match="vLLM executable .*no-vllm.* is not found"):
+        missing.preflight()
+    Qwen35Planner(base_url="http://127.0.0.1:9/v1").preflight()  # no launch: nothing to check

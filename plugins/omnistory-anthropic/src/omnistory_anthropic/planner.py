@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from omnistory_core.components import ComponentError
 from omnistory_core.planning.base import BASE_DEFAULTS, BASE_RUNTIME, VLMPlanner
 from omnistory_core.planning.messages import PlannerRequest, anthropic_messages
 from omnistory_core.planning.replies import ModelReply, reply_from_anthropic_message
@@ -81,6 +82,22 @@ class ClaudePlanner(VLMPlanner):
             raise self._bad("structured_output", f"one of {', '.join(STRUCTURED_OUTPUT_MODES)}")
         if self.params["effort"] is not None and self.params["effort"] not in EFFORTS:
             raise self._bad("effort", f"null or one of {', '.join(EFFORTS)}")
+
+    def preflight(self) -> None:
+        """Before any example: the SDK is installed and the key's variable is set."""
+        import importlib.util
+        import os
+
+        if importlib.util.find_spec("anthropic") is None:
+            raise ComponentError(
+                f"the anthropic package is not installed: pip install '{self.requirements[0]}'"
+            )
+        name = self.params["api_key_env"]
+        if not (name and os.environ.get(name)):
+            raise ComponentError(
+                f"no API key: environment variable {name} is not set (planner.api_key_env names"
+                f" it); export {name}=<your Anthropic API key>, or choose another planner"
+            )
 
     def make_client(self, api_key: str | None) -> Any:
         import anthropic

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from omnistory_core.components import ComponentError
 from omnistory_core.planning.base import BASE_DEFAULTS, BASE_RUNTIME, VLMPlanner
 from omnistory_core.planning.messages import PlannerRequest, openai_chat_messages
 from omnistory_core.planning.replies import ModelReply, reply_from_chat_completion
@@ -47,6 +48,22 @@ class GPTPlanner(VLMPlanner):
                 raise self._bad(key, f"null or one of {', '.join(allowed)}")
         if not isinstance(self.params["structured_output"], bool):
             raise self._bad("structured_output", "true or false")
+
+    def preflight(self) -> None:
+        """Before any example: the SDK is installed and the key's variable is set."""
+        import importlib.util
+        import os
+
+        if importlib.util.find_spec("openai") is None:
+            raise ComponentError(
+                f"the openai package is not installed: pip install '{self.requirements[0]}'"
+            )
+        name = self.params["api_key_env"]
+        if not (name and os.environ.get(name)):
+            raise ComponentError(
+                f"no API key: environment variable {name} is not set (planner.api_key_env names"
+                f" it); export {name}=<your OpenAI API key>, or choose another planner"
+            )
 
     def make_client(self, api_key: str | None) -> Any:
         import openai

@@ -103,6 +103,26 @@ class VLLMPlanner(VLMPlanner):
         """The server this planner started (``planner.launch=true``), if any."""
         return self._server
 
+    def preflight(self) -> None:
+        """Before any example: the SDK is installed and, with ``launch``, vLLM can be started.
+        (Whether a running server answers shows on the first call: the key is optional.)"""
+        import importlib.util
+        import os
+        import shutil
+
+        if importlib.util.find_spec("openai") is None:
+            raise ComponentError(
+                f"the openai package is not installed: pip install '{self.requirements[0]}'"
+            )
+        exe = self.params["launch_executable"]
+        if self.params["launch"] and isinstance(exe, str):
+            if shutil.which(exe) is None and not os.access(exe, os.X_OK):
+                raise ComponentError(
+                    f"planner.launch=true but the vLLM executable {exe!r} is not found: install"
+                    " vLLM (pip install vllm), set planner.launch_executable, or point"
+                    " planner.base_url at a running server with planner.launch=false"
+                )
+
     def make_client(self, api_key: str | None) -> Any:
         import openai
 
