@@ -203,7 +203,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             examples=examples,
             components=components,
             store=store,
-            retry_failures=bool(cfg.engine.retry_failures),
+            retry_failures=cfg.engine.retry_failures,
             progress=progress,
         )
     missing = materialize(output_dir, result, store)
@@ -248,6 +248,9 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         missing["image"],
         missing["speech"],
     )
+    from omnistory_core.engine.failures import check_missing
+
+    check_missing(missing, cfg.engine.get("fail_on_missing", False))
     return manifest
 
 

@@ -47,13 +47,32 @@ class Failure:
 
     category: str
     message: str = ""
+    #: for a component exception: its type name, and the innermost frame of the component's own
+    #: code as ``path/in/package.py:LINE`` (so a plugin author sees where their code broke)
+    exception: str | None = None
+    where: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        return {"category": self.category, "message": self.message}
+        data = {"category": self.category, "message": self.message}
+        if self.exception:
+            data["exception"] = self.exception
+        if self.where:
+            data["where"] = self.where
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Failure:
-        return cls(category=str(data["category"]), message=str(data.get("message", "")))
+        return cls(
+            category=str(data["category"]),
+            message=str(data.get("message", "")),
+            exception=data.get("exception") or None,
+            where=data.get("where") or None,
+        )
+
+    def describe(self) -> str:
+        """The message with the code location, on one line (missing.txt, the failure summary)."""
+        text = " ".join(self.message.split())
+        return f"{text} (at {self.where})" if self.where else text
 
 
 @dataclass(frozen=True)

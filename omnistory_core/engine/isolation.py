@@ -55,13 +55,18 @@ class IsolatedComponent:
         return self._proc.pid if self._proc and self._proc.poll() is None else None
 
     # -- process management ---------------------------------------------------------------
-    def _start(self) -> None:
+    def preflight(self) -> None:
+        """The interpreter exists.  The component's own check is not run here: its packages live
+        in the other environment, so a problem there shows when the worker loads it."""
         if not Path(self.python).exists():
             raise ComponentError(
                 f"{self._component.key()}: runner.python {self.python!r} does not exist; create it"
                 f" with `python -m omnistory_core env create {self._component.kind}="
                 f"{self._component.name}`"
             )
+
+    def _start(self) -> None:
+        self.preflight()
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         self._proc = subprocess.Popen(
             [self.python, "-m", "omnistory_core.engine.worker"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +20,34 @@ from omnistory_core.components import (
     Media,
 )
 from omnistory_core.contract import Failure, Plan, StoryExample
+from omnistory_core.engine.failures import (
+    ComponentUnavailable,
+    preflight,
+    retry_mode,
+    unavailable_message,
+)
 from omnistory_core.engine.hashing import sha256_file
-from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+from omnistory_core.engine.stage import (
+    CacheMiss,
+    ComponentStats,
+    LazyComponent,
+    StageItem,
+    run_stage,
+)
 from omnistory_core.engine.store import CallRecord, Store
 from omnistory_core.engine.system import ConfigError
 from omnistory_core.plugins import Registry
 
 log = logging.getLogger("omnistory")
 
-__all__ = ["ConfigError", "JobResult", "PlanOutcome", "build_component", "run_job"]
+__all__ = [
+    "ComponentUnavailable",
+    "ConfigError",
+    "JobResult",
+    "PlanOutcome",
+    "build_component",
+    "run_job",
+]
 
 #: stage order of an orchestration system
 STAGES: tuple[str, ...] = ("planner", "image", "tts")
@@ -161,7 +180,7 @@ def run_job(
     examples: list[StoryExample],
     components: dict[str, Component],
     store: Store,
-    retry_failures: bool = False,
+    retry_failures: bool | str = "errors",
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> JobResult:
     """Run the system's stages over the examples, stage-major, through the store.
@@ -170,7 +189,35 @@ def run_job(
     ``backbone`` plus an expert for each modality it does not produce (see
     :func:`omnistory_core.engine.system.system_shape`).  First the planner or backbone for every
     example, then each expert over all examples.
+
+    ``retry_failures`` (``errors`` / ``all`` / ``none``) says which stored failures are
+    recomputed.  A component that fails its ``preflight()`` check, or cannot load when its stage
+    first needs it, raises :class:`ComponentUnavailable`; the check fails the job before any call
+    unless every output is already in the store (a cached re-run needs no API key).
     """
+    mode = retry_mode(retry_failures)
+    unavailable = preflight(components.values())
+    if unavailable:
+        try:
+            return _run_job(examples, components, store, mode, None, cache_only=True)
+        except CacheMiss:
+            component, exc = unavailable[0]
+            message = unavailable_message(component, exc)
+            if len(unavailable) > 1:
+                others = ", ".join(f"{c.kind}={c.name}" for c, _ in unavailable[1:])
+                message += f" (also cannot run: {others})"
+            raise ComponentUnavailable(message) from None
+    return _run_job(examples, components, store, mode, progress)
+
+
+def _run_job(
+    examples: list[StoryExample],
+    components: dict[str, Component],
+    store: Store,
+    mode: str,
+    progress: Callable[[str, int], Callable[[int], None]] | None,
+    cache_only: bool = False,
+) -> JobResult:
     media = MediaHasher()
     stats = {c.key(): ComponentStats() for c in components.values()}
     pools = {
@@ -182,32 +229,49 @@ def run_job(
     # -- stage 1: plans (a planner) or native outputs + plans (a backbone) --------------------
     group = source_group(components)
     source = components[group]
+    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
+    needed = tuple(
+        dict.fromkeys(
+            PLAN_PATHS[r]
+            for c in experts.values()
+            for r in c.reads
+            if r in PLAN_PATHS
+            if r != "narration"
+        )
+    )
+
+    def derived_failure(record: CallRecord) -> bool:
+        """An ok call whose plan or outputs are unusable (retry_failures=all recomputes it)."""
+        if group == "planner":
+            outcome = _plan_outcome(record, ComponentStats())
+            return isinstance(_planner_text(outcome), Failure)
+        outcome, ex_text, ex_native = _backbone_outcome(record, source, needed)
+        return (
+            isinstance(ex_text, Failure)
+            or any(isinstance(v, Failure) for v in ex_native.values())
+            or outcome.failure is not None
+            or bool(outcome.problems)
+        )
+
     lazy = LazyComponent(source, stats[source.key()])
     records = run_stage(
         lazy,
         [StageItem(ex.index, project(source, pools[ex.index])) for ex in examples],
         store,
-        retry_failures=retry_failures,
+        retry_failures=mode,
         advance=progress(
             f"{'plans' if group == 'planner' else 'backbone'}    {source.key()}", len(examples)
         ),
+        derived_failure=derived_failure,
+        load_failure="raise",
+        cache_only=cache_only,
     )
     lazy.release()
-    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
     if group == "planner":
         plans = {ex.index: _plan_outcome(records[ex.index], stats[source.key()]) for ex in examples}
         text = {ex.index: _planner_text(plans[ex.index]) for ex in examples}
         native: dict[str, dict[int, CallRecord | Failure]] = {}
     else:
-        needed = tuple(
-            dict.fromkeys(
-                PLAN_PATHS[r]
-                for c in experts.values()
-                for r in c.reads
-                if r in PLAN_PATHS
-                if r != "narration"
-            )
-        )
         plans, text, native = {}, {}, {m: {} for m in ("image", "speech") if m in source.produces}
         for ex in examples:
             outcome, ex_text, ex_native = _backbone_outcome(records[ex.index], source, needed)
@@ -234,8 +298,10 @@ def run_job(
             lazy,
             items,
             store,
-            retry_failures=retry_failures,
+            retry_failures=mode,
             advance=progress(f"{STAGE_MODALITY[stage]:<8} {component.key()}", len(examples)),
+            load_failure="raise",
+            cache_only=cache_only,
         )
         lazy.release()
     return JobResult(examples, plans, media_results, stats, components, text)
@@ -350,9 +416,9 @@ def _blocked(
         if outcome.plan is None and outcome.failure is not None:
             # A failed plan leaves every output that needs it missing (as in the paper); each
             # modality carries the plan's category so the failure table can attribute it.
-            return Failure(outcome.failure.category, f"plan failed: {outcome.failure.message}")
+            return replace(outcome.failure, message=f"plan failed: {outcome.failure.message}")
         if name == "narration" and isinstance(text, Failure):
-            return Failure(text.category, f"no narration for {component.key()}: {text.message}")
+            return replace(text, message=f"no narration for {component.key()}: {text.message}")
         problem = outcome.problems.get(PLAN_PATHS[name])
         if problem is not None:
             return problem

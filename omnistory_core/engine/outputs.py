@@ -2,23 +2,30 @@
 
 ``<job>/text/<i>/generated.txt``, ``image/<i>/generated.png``, ``speech/<i>/generated.wav`` (the
 official evaluator's input layout, i = dataset row index); ``missing.txt`` (one line per missing
-output: ``index<TAB>modality<TAB>category<TAB>message``); ``plans.jsonl`` (raw planner output,
-parsed plan, repairs, failure); ``records.jsonl`` (per example and modality: ok + path, or the
-failure); ``stats.json``.  ``manifest.json`` is written last by the caller: a job directory without
-it is incomplete, whatever else it holds.
+output: ``index<TAB>modality<TAB>category<TAB>message (at pkg/module.py:LINE)``); ``plans.jsonl``
+(raw planner output, parsed plan, repairs, failure); ``records.jsonl`` (per example and modality:
+ok + path, or the failure with ``exception`` and ``where`` for a component exception);
+``stats.json`` (calls per component, missing outputs per modality and category).  The failure
+summary (per modality and category, with the most common cause) goes to the log.
+``manifest.json`` is written last by the caller: a job directory without it is incomplete,
+whatever else it holds.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from omnistory_core.contract import MODALITIES, Failure
 from omnistory_core.engine.job import PLAN_PATHS, JobResult
 from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
+
+log = logging.getLogger("omnistory")
 
 OUTPUT_FILES = {"text": "generated.txt", "image": "generated.png", "speech": "generated.wav"}
 
@@ -70,6 +77,7 @@ def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int
         shutil.rmtree(job_dir / modality, ignore_errors=True)
 
     missing_lines: list[str] = []
+    failures: list[tuple[str, Failure]] = []
     records: list[dict[str, Any]] = []
     plans: list[dict[str, Any]] = []
     missing = dict.fromkeys(MODALITIES, 0)
@@ -95,8 +103,8 @@ def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int
             else:
                 missing[modality] += 1
                 row[modality] = {"status": "failure", **failure.to_dict()}
-                message = " ".join(failure.message.split())
-                missing_lines.append(f"{i}\t{modality}\t{failure.category}\t{message}\n")
+                failures.append((modality, failure))
+                missing_lines.append(f"{i}\t{modality}\t{failure.category}\t{failure.describe()}\n")
         records.append(row)
         outcome = result.plans[i]
         plans.append(
@@ -115,9 +123,58 @@ def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int
     _jsonl(job_dir / "records.jsonl", records)
     _jsonl(job_dir / "plans.jsonl", plans)
     atomic_write_bytes(job_dir / "missing.txt", "".join(missing_lines).encode("utf-8"))
-    stats = {"components": {k: s.to_dict() for k, s in sorted(result.stats.items())}}
+    by_category: dict[str, dict[str, int]] = {m: {} for m in MODALITIES}
+    for modality, failure in failures:
+        counts = by_category[modality]
+        counts[failure.category] = counts.get(failure.category, 0) + 1
+    stats = {
+        "components": {k: s.to_dict() for k, s in sorted(result.stats.items())},
+        "missing": by_category,
+    }
     atomic_write_bytes(job_dir / "stats.json", (json.dumps(stats, indent=2) + "\n").encode())
+    for line in failure_summary(failures, len(result.examples)):
+        (log.warning if failures else log.info)("%s", line)
     return missing
+
+
+def _cause(failure: Failure) -> tuple[str | None, str]:
+    """What groups failures in the summary: messages differ in detail (the bytes a parser choked
+    on), so a located exception is grouped by type and location."""
+    if failure.where:
+        return failure.exception, failure.where
+    return None, " ".join(failure.message.split())
+
+
+def failure_summary(failures: list[tuple[str, Failure]], n_examples: int) -> list[str]:
+    """Log lines: how many outputs are missing, then per modality and category the count and the
+    most common cause (with where the component's code broke)."""
+    total = n_examples * len(MODALITIES)
+    if not failures:
+        return [f"failures: none ({total} of {total} outputs present)"]
+    counts = Counter(m for m, _ in failures)
+    lines = [
+        f"failures: {len(failures)} of {total} outputs missing ("
+        + ", ".join(f"{m} {counts.get(m, 0)}" for m in MODALITIES)
+        + ")"
+    ]
+    groups: dict[tuple[str, str], list[Failure]] = {}
+    for modality, failure in failures:
+        groups.setdefault((modality, failure.category), []).append(failure)
+    width = max(len(c) for _, c in groups)
+    for (modality, category), items in sorted(
+        groups.items(), key=lambda kv: (MODALITIES.index(kv[0][0]), -len(kv[1]), kv[0][1])
+    ):
+        causes = Counter(_cause(f) for f in items)
+        top = causes.most_common(1)[0][0]
+        example = next(f for f in items if _cause(f) == top)
+        message = " ".join(example.message.split())
+        if len(message) > 200:
+            message = message[:197] + "..."
+        cause = f"{message} (at {example.where})" if example.where else message
+        others = len(causes) - 1
+        more = f" (+{others} other cause{'s' if others != 1 else ''})" if others else ""
+        lines.append(f"  {modality:<6} {category:<{width}} {len(items):>5}  {cause}{more}")
+    return lines
 
 
 def _as_failure(value: str | Failure | CallRecord) -> Failure | None:

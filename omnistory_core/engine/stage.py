@@ -17,8 +17,28 @@ from omnistory_core.components import (
     PlannerResponse,
 )
 from omnistory_core.contract import Failure
+from omnistory_core.engine.failures import (
+    ComponentUnavailable,
+    exception_failure,
+    retry_mode,
+    should_recompute,
+    unavailable_message,
+)
 from omnistory_core.engine.hashing import call_key
 from omnistory_core.engine.store import CallRecord, Store
+
+__all__ = [
+    "CacheMiss",
+    "ComponentStats",
+    "Encoded",
+    "LazyComponent",
+    "StageItem",
+    "encode_result",
+    "exception_failure",
+    "is_failure",
+    "item_key",
+    "run_stage",
+]
 
 
 @dataclass
@@ -80,17 +100,22 @@ class Encoded:
 
 
 def encode_result(
-    kind: str, result: Any, store: Store, produces: frozenset[str] | None = None
+    kind: str,
+    result: Any,
+    store: Store,
+    produces: frozenset[str] | None = None,
+    owner: type | None = None,
 ) -> tuple[str, dict, dict | None, dict]:
     """Turn a component's return value into (status, output, failure, usage) for a CallRecord.
 
-    ``produces``: a backbone's modalities, so that one it left out is recorded in the record."""
+    ``produces``: a backbone's modalities, so that one it left out is recorded in the record;
+    ``owner``: the component's class, so that an exception says where its code broke."""
     if isinstance(result, Encoded):
         return result.status, result.output, result.failure, result.usage
     if isinstance(result, Failure):
         return "failure", {}, result.to_dict(), {}
     if isinstance(result, BaseException):
-        return "failure", {}, exception_failure(result).to_dict(), {}
+        return "failure", {}, exception_failure(result, owner).to_dict(), {}
     if kind == "planner":
         if isinstance(result, str):
             result = PlannerResponse(text=result)
@@ -164,14 +189,6 @@ def _audio_bytes(value: Any) -> bytes:
     return _wav_bytes(value)
 
 
-def exception_failure(exc: BaseException) -> Failure:
-    if isinstance(exc, ComponentError):
-        return Failure(exc.category, str(exc))
-    if isinstance(exc, TimeoutError):
-        return Failure("timeout", f"{type(exc).__name__}: {exc}")
-    return Failure("model_error", f"{type(exc).__name__}: {exc}")
-
-
 def _png_bytes(image: Any) -> bytes:
     buf = io.BytesIO()
     image.convert("RGB").save(buf, format="PNG")
@@ -192,14 +209,39 @@ def _wav_bytes(audio: Audio) -> bytes:
     return buf.getvalue()
 
 
+def stored_failures(record: CallRecord) -> list[dict[str, Any]]:
+    """The failures a record holds: the call's, a backbone's per-modality ones, or an evaluator
+    result kept for audit whose inference failed."""
+    if record.status != "ok":
+        return [record.failure or {"category": "model_error"}]
+    if record.output.get("failures"):  # a backbone call that left a modality out
+        return [dict(f) for f in record.output["failures"].values()]
+    detail = record.output.get("detail") or {}
+    if isinstance(detail, dict) and detail.get("inference_status") == "error":
+        return [{"category": "model_error"}]
+    return []
+
+
 def is_failure(record: CallRecord) -> bool:
     """A failed call, including evaluator results kept for audit whose inference failed."""
-    if record.status != "ok":
-        return True
-    if record.output.get("failures"):  # a backbone call that left a modality out
-        return True
-    detail = record.output.get("detail") or {}
-    return isinstance(detail, dict) and detail.get("inference_status") == "error"
+    return bool(stored_failures(record))
+
+
+def needs_recompute(
+    record: CallRecord, mode: str, derived: Callable[[CallRecord], bool] | None = None
+) -> bool:
+    """Whether a stored record is recomputed under ``engine.retry_failures`` = ``mode``.
+
+    ``derived`` says whether an ok record still left an output missing downstream (an unparseable
+    plan): deterministic, so only ``all`` recomputes it."""
+    failures = stored_failures(record)
+    if failures:
+        return any(should_recompute(f, mode) for f in failures)
+    return mode == "all" and derived is not None and derived(record)
+
+
+class CacheMiss(Exception):
+    """``run_stage(cache_only=True)`` met a call that has no usable record."""
 
 
 def item_key(component: Component, inputs: dict[str, Any]) -> str:
@@ -211,14 +253,24 @@ def run_stage(
     items: list[StageItem],
     store: Store,
     *,
-    retry_failures: bool = False,
+    retry_failures: bool | str = False,
     advance: Callable[[int], None] | None = None,
+    derived_failure: Callable[[CallRecord], bool] | None = None,
+    load_failure: str = "record",
+    cache_only: bool = False,
 ) -> dict[int, CallRecord | Failure]:
     """Compute (or fetch) the component's result for every item.
 
     Returns, per item index, the :class:`CallRecord` (ok or failure) or the upstream
     :class:`Failure` that blocked the call.  Identical keys within the stage are computed once.
+
+    ``retry_failures``: ``errors`` / ``all`` / ``none`` (``True``/``False`` = all/none), which
+    stored failures are recomputed; ``derived_failure``: see :func:`needs_recompute`.
+    ``load_failure``: ``record`` makes every item of a component that cannot load a failure of
+    this run (not stored); ``raise`` raises :class:`ComponentUnavailable` instead.
+    ``cache_only``: raise :class:`CacheMiss` instead of computing anything.
     """
+    mode = retry_mode(retry_failures)
     component = lazy.component
     stats = lazy.stats
     advance = advance or (lambda n: None)
@@ -235,7 +287,7 @@ def run_stage(
         inputs_by_key.setdefault(key, item.inputs or {})
 
     def usable(record: CallRecord | None) -> bool:
-        return record is not None and (not retry_failures or not is_failure(record))
+        return record is not None and not needs_recompute(record, mode, derived_failure)
 
     def finish(key: str, record: CallRecord, computed: bool) -> None:
         for n, index in enumerate(keyed[key]):
@@ -256,6 +308,8 @@ def run_stage(
             finish(key, record, computed=False)
         else:
             pending.append(key)
+    if pending and cache_only:
+        raise CacheMiss(f"{component.key()}: {len(pending)} call(s) not in the store")
 
     # Take the locks we can; keys held by another process are waited for afterwards.
     mine: list[tuple[str, Any]] = []
@@ -272,7 +326,7 @@ def run_stage(
         else:
             theirs.append(key)
 
-    _compute(lazy, mine, inputs_by_key, store, finish)
+    _compute(lazy, mine, inputs_by_key, store, finish, load_failure)
 
     for key in theirs:
         lock = store.lock(key)
@@ -282,16 +336,21 @@ def run_stage(
             lock.release()
             finish(key, record, computed=False)
         else:  # the other process died or failed to write: compute it ourselves
-            _compute(lazy, [(key, lock)], inputs_by_key, store, finish)
+            _compute(lazy, [(key, lock)], inputs_by_key, store, finish, load_failure)
     return results
 
 
-def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
+def _compute(lazy, mine, inputs_by_key, store, finish, load_failure: str = "record") -> None:
     component = lazy.component
+    owner = type(getattr(component, "_component", component))  # an isolated one: the real class
     if mine:
         try:
             lazy.ensure_loaded()
         except Exception as exc:
+            if load_failure == "raise":
+                for _, lock in mine:
+                    lock.release()
+                raise ComponentUnavailable(unavailable_message(component, exc)) from exc
             # A model that cannot load (missing weights, bad path) is not a property of the
             # items: record the failure for this run but do not store it, so the next run retries.
             failure = exception_failure(exc)
@@ -332,13 +391,13 @@ def _compute(lazy, mine, inputs_by_key, store, finish) -> None:
             try:
                 try:
                     status, output, failure, usage = encode_result(
-                        component.kind, out, store, getattr(component, "produces", None)
+                        component.kind, out, store, getattr(component, "produces", None), owner
                     )
                 except Exception as exc:  # malformed return value or empty waveform
                     status, output, failure, usage = (
                         "failure",
                         {},
-                        exception_failure(exc).to_dict(),
+                        exception_failure(exc, owner).to_dict(),
                         {},
                     )
                 record = CallRecord(

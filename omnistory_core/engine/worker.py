@@ -84,13 +84,17 @@ def serve(stdin, stdout) -> int:
                 for out in outputs:
                     try:
                         status, output, failure, usage = encode_result(
-                            component.kind, out, store, getattr(component, "produces", None)
+                            component.kind,
+                            out,
+                            store,
+                            getattr(component, "produces", None),
+                            type(component),
                         )
                     except Exception as exc:
                         status, output, failure, usage = (
                             "failure",
                             {},
-                            exception_failure(exc).to_dict(),
+                            exception_failure(exc, type(component)).to_dict(),
                             {},
                         )
                     results.append(

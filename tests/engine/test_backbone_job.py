@@ -149,10 +149,17 @@ def test_one_record_holds_every_artifact_and_failures_stay_per_modality(examples
     }
     assert (job / "image" / "3" / "generated.png").is_file()
     assert "CUDA out of memory" in (job / "missing.txt").read_text()
-    # a fully cached re-run loads and calls nothing (a stored failure is a result, like the rest)
-    again = run_job(examples=examples, components={"backbone": Omni(seed=0)}, store=store)
+    # retry_failures=none: a fully cached re-run loads and calls nothing (failures are results)
+    again = run_job(
+        examples=examples, components={"backbone": Omni(seed=0)}, store=store, retry_failures="none"
+    )
     stats = again.stats["backbone/omni-test"]
     assert (stats.calls, stats.loads, stats.cache_hits) == (0, 0, 4)
+    # the default (errors) recomputes the call that raised; the deterministic failures stay
+    Omni.calls = []
+    again = run_job(examples=examples, components={"backbone": Omni(seed=0)}, store=store)
+    stats = again.stats["backbone/omni-test"]
+    assert Omni.calls == [1] and (stats.calls, stats.cache_hits) == (1, 3)
     # retry_failures recomputes the failed call and the one that left speech out, nothing else
     Omni.calls = []
     retry = run_job(

@@ -98,6 +98,7 @@ def test_a_failed_image_keeps_text_and_speech_then_the_cache_serves_the_rerun(
     assert (run / "text" / "0" / "generated.txt").read_text().endswith('"Come quick!"')
     assert (run / "speech" / "1" / "generated.wav").exists()
 
-    run, _ = emu3_cli(tmp_path, trained_chat, tiny_gen, *args)
+    # a model_error is recomputed by default (engine.retry_failures=errors); =none keeps it
+    run, _ = emu3_cli(tmp_path, trained_chat, tiny_gen, *args, "engine.retry_failures=none")
     stats = json.loads((run / "stats.json").read_text())["components"]["backbone/emu3"]
     assert (stats["calls"], stats["cache_hits"], stats["loads"]) == (0, 2, 0)

@@ -42,11 +42,20 @@ def test_cli_writes_three_modalities_per_modality_failure_and_never_the_key(
             *args, f"backbone.base_url={srv.base_url}", cwd=str(tmp_path), env={KEY_VAR: KEY}
         )
         second_run = srv.requests[len(first_run) :]
+        cached = run_omnistory_cli(
+            *args, f"backbone.base_url={srv.base_url}", "engine.retry_failures=none",
+            cwd=str(tmp_path), env={KEY_VAR: KEY},
+        )
+        third_run = srv.requests[len(first_run) + len(second_run) :]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    # text x2, image 1 + 2 attempts, speech x2; the re-run is served from the store
+    assert cached.returncode == 0, cached.stderr[-3000:]
+    # text x2, image 1 + 2 attempts, speech x2
     assert sorted(r.kind for r in first_run) == ["image"] * 3 + ["speech"] * 2 + ["text"] * 2
-    assert second_run == []
+    # the re-run recomputes example 1 only: its image failed with a model_error, which the
+    # default engine.retry_failures=errors retries; with =none everything comes from the store
+    assert sorted(r.kind for r in second_run) == ["image"] * 2 + ["speech", "text"]
+    assert third_run == []
     assert {r.headers["authorization"] for r in first_run} == {f"Bearer {KEY}"}
 
     job = out / "runs" / "demo" / "hyperclova"

@@ -185,11 +185,12 @@ def test_the_engine_records_each_outcome(source_tree, checkpoints, tmp_path):
     assert plans[1]["usage"]["repairs"][0] == "JSON found by fenced"
     stats = result.stats["backbone/mmada"]
     assert (stats.calls, stats.loads, stats.failures) == (4, 1, 1)
-    # a cached re-run loads nothing
+    # a cached re-run loads nothing (=none: the default would retry example 3's model_error)
     again = run_job(
         examples=EXAMPLES,
         components={**components, "backbone": make(source_tree, checkpoints)},
         store=store,
+        retry_failures="none",
     )
     assert (again.stats["backbone/mmada"].loads, again.stats["backbone/mmada"].cache_hits) == (0, 4)
 
