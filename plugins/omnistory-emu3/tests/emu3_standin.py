@@ -246,21 +246,15 @@ def build_vq(path: Path) -> Path:
 
 
 def build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from omnistory_core.testing.checkpoints import tiny_tokenizer
 
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    return tiny_tokenizer(
+        ["a story page with a fox, a girl and the moon. 0123456789*"],
         vocab_size=300,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         special_tokens=[*SPECIAL.values(), *EXTRA.values(), *VISUAL],
-        show_progress=False,
-    )
-    raw.train_from_iterator(["a story page with a fox, a girl and the moon. 0123456789*"], trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=raw, padding_side="left", extra_special_tokens=EXTRA, **SPECIAL
+        padding_side="left",
+        extra_special_tokens=EXTRA,
+        **SPECIAL,
     )
 
 

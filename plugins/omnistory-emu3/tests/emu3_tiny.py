@@ -56,21 +56,12 @@ def corpus() -> list[str]:
 
 
 def build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from omnistory_core.testing.checkpoints import tiny_tokenizer
 
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    return tiny_tokenizer(
+        corpus(),
         vocab_size=VOCAB_SIZE,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         special_tokens=[PAD, BOS, EOS, IMAGE, BOI, EOI, WRAPPER, EOF, EOL, *VISUAL],
-        show_progress=False,
-    )
-    raw.train_from_iterator(corpus(), trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=raw,
         bos_token=BOS,
         eos_token=EOS,
         pad_token=PAD,

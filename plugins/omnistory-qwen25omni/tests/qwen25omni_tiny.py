@@ -77,19 +77,12 @@ MEL_BINS = 16
 
 
 def _tokenizer(reply: str):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(CORPUS, trainer)
+    from omnistory_core.testing.checkpoints import byte_bpe
+
+    tok = byte_bpe(CORPUS, vocab_size=400, special_tokens=SPECIAL_TOKENS)
     tok.add_tokens([AddedToken(reply, special=False, normalized=False)])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
