@@ -27,8 +27,9 @@ from omnistory_core.experts.diffusion import (
     resolve_device,
     resolve_dtype,
 )
+from omnistory_core.params import ParamError
 from omnistory_emu3.prompting import ChatOutputError, chat_prompt, read_chat_answer, speech_plan
-from omnistory_emu3.settings import DEFAULT_MODELS, Emu3Settings, parse_settings
+from omnistory_emu3.settings import DEFAULT_MODELS, PARAMETERS, Emu3Settings, parse_settings
 
 #: what the native implementation needs (transformers gained models/emu3 in 4.48)
 NATIVE_REQUIREMENTS: tuple[str, ...] = (
@@ -60,7 +61,7 @@ class Emu3(Backbone):
     version = "1"
     produces = frozenset({"text", "image"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = ("device", "attn_implementation", "source_dir")
+    parameters = PARAMETERS
     default_batch_size = 1
     description = (
         "Emu3 (BAAI): Emu3-Chat text + Emu3-Gen image; the quote goes to a TTS expert "
@@ -71,11 +72,9 @@ class Emu3(Backbone):
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings: Emu3Settings = parse_settings(f"backbone={self.name}", params)
+            self.settings: Emu3Settings = parse_settings(f"backbone={self.name}", self.params)
         except SettingsError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.engine: Any = None
 
     @classmethod

@@ -12,11 +12,11 @@ from omnistory_core.experts.diffusion import (
     DTYPE_NAMES,
     SettingsError,
     boolean,
-    check_params,
     non_negative_float,
     positive_int,
     setting,
 )
+from omnistory_core.params import Param
 from omnistory_emu3.prompting import OFFICIAL_VOICE, check_voice
 
 IMPLEMENTATIONS = ("native", "remote_code")
@@ -45,38 +45,51 @@ OFFICIAL_NEGATIVE_PROMPT = (
     "username, blurry."
 )
 
-DEFAULTS: dict[str, Any] = {
-    "implementation": "native",
-    "chat_model": None,  # None: the implementation's default (DEFAULT_MODELS)
-    "chat_revision": None,
-    "gen_model": None,
-    "gen_revision": None,
-    "vq_model": None,  # remote_code only
-    "vq_revision": None,
-    "source_dir": None,  # remote_code only: a checkout of the upstream Emu3 repository
-    # understanding (Emu3-Chat)
-    "chat_max_new_tokens": 512,
-    "chat_do_sample": True,
-    "chat_temperature": 0.2,
-    "chat_top_p": 0.9,
-    "chat_top_k": 50,  # not set by the official call: transformers 4.44's GenerationConfig default
-    "chat_repetition_penalty": 1.1,
+PARAMETERS: tuple[Param, ...] = (
+    Param(
+        "implementation",
+        str,
+        "native",
+        "native: transformers' Emu3 classes on the -hf checkpoints | remote_code: the originals",
+        choices=IMPLEMENTATIONS,
+    ),
+    Param("chat_model", str, None, "understanding checkpoint; null: the implementation's"),
+    Param("chat_revision", str, None, "hub revision of chat_model; null: default branch"),
+    Param("gen_model", str, None, "generation checkpoint; null: the implementation's"),
+    Param("gen_revision", str, None, "hub revision of gen_model"),
+    Param("vq_model", str, None, "remote_code only: the vision tokenizer (null: BAAI's)"),
+    Param("vq_revision", str, None, "hub revision of vq_model"),
+    Param(
+        "source_dir",
+        str,
+        None,
+        f"remote_code only: a checkout of {UPSTREAM_REPOSITORY} at {UPSTREAM_COMMIT[:12]}",
+        runtime=True,
+    ),
+    # understanding (Emu3-Chat), sampled as the official call
+    Param("chat_max_new_tokens", int, 512, "Emu3-Chat new tokens", ge=1),
+    Param("chat_do_sample", bool, True, "sample the chat reply"),
+    Param("chat_temperature", float, 0.2, "chat temperature", gt=0),
+    Param("chat_top_p", float, 0.9, "chat top_p", gt=0, le=1),
+    Param("chat_top_k", int, 50, "not set by the official call: transformers 4.44's default", ge=1),
+    Param("chat_repetition_penalty", float, 1.1, "chat repetition penalty", gt=0),
     # generation (Emu3-Gen)
-    "quality_suffix": " masterpiece, film grained, best quality.",
-    "negative_prompt": OFFICIAL_NEGATIVE_PROMPT,
-    "guidance_scale": 3.0,
-    "gen_do_sample": True,
-    "gen_top_k": 2048,
-    "gen_max_new_tokens": 40960,
-    "ratio": "1:1",
-    "image_area": None,  # None: the Gen checkpoint's config (image_area), else the processor's
+    Param("quality_suffix", str, " masterpiece, film grained, best quality.", "appended to t2i"),
+    Param("negative_prompt", str, OFFICIAL_NEGATIVE_PROMPT, "classifier-free guidance negative"),
+    Param("guidance_scale", float, 3.0, "classifier-free guidance scale", ge=0),
+    Param("gen_do_sample", bool, True, "sample the image tokens"),
+    Param("gen_top_k", int, 2048, "image-token top_k", ge=1),
+    Param("gen_max_new_tokens", int, 40960, "upper bound (H x (W + 1) + 3 tokens)", ge=1),
+    Param("ratio", str, "1:1", "width:height of the generated image"),
+    Param("image_area", int, None, "pixels; null: the Gen checkpoint's (or 720 x 720)", ge=1),
     # speech plan
-    "default_voice": dict(OFFICIAL_VOICE),
+    Param("default_voice", dict, OFFICIAL_VOICE, "the voice the quote is spoken with (official)"),
     # runtime
-    "dtype": "auto",
-    "device": "auto",
-    "attn_implementation": None,
-}
+    Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU (in the key)"),
+    Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+    Param("attn_implementation", str, None, "null: transformers' (sdpa)", runtime=True),
+)
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
 
 _RATIO = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
@@ -141,8 +154,9 @@ def _positive_float(owner: str, key: str, value: Any) -> float:
 
 
 def parse_settings(owner: str, params: Mapping[str, Any]) -> Emu3Settings:
-    """Validate every parameter; raises :class:`SettingsError` with one line naming the key."""
-    check_params(owner, params, DEFAULTS)
+    """The settings from the declared parameters (keys and types are checked by the
+    declaration): defaults resolved, rules across keys checked (:class:`SettingsError` naming the
+    key)."""
 
     def get(key: str) -> Any:
         return setting(params, DEFAULTS, key)
