@@ -5,23 +5,22 @@ directory as ``backbone.source_dir``; ``load()`` puts the two folders the upstre
 on ``sys.path`` -- the checkout's root (``seed2``, ``soundstorm_speechtokenizer``) and
 ``anygpt/src`` (``m_utils``, ``infer``) -- and imports the names the benchmark's runner uses.
 ``speechtokenizer`` is the PyPI package of the same name (``speechtokenizer==0.1.2``).
+Checking, digesting and importing are :mod:`omnistory_core.checkout`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omnistory_core.checkout import Checkout, git_revision
+from omnistory_core.checkout import CheckoutError as SourceError
+
 REPOSITORY = "https://github.com/OpenMOSS/AnyGPT"
 #: the newest commit of the repository when this plugin was written (its default branch, Aug 2024)
 PINNED_COMMIT = "282b58fa96ae3f14d639b23f47b4732bf68883f0"
-#: the environment variable the shipped config reads ``source_dir`` from
-SOURCE_ENV = "OMNISTORY_SOURCE_BACKBONE_ANYGPT"
 #: the checkout's folders that go on ``sys.path``, relative to its root, in import priority
 PATH_ENTRIES: tuple[str, ...] = ("anygpt/src", ".")
 #: files of the checkout this plugin imports (checked before anything loads)
@@ -38,79 +37,24 @@ DIGEST_FILES: tuple[str, ...] = ("anygpt/src/infer/voice_clone.py",)
 #: top-level package names of the checkout (generic names: other git-only models may use them)
 PACKAGES: tuple[str, ...] = ("seed2", "soundstorm_speechtokenizer", "m_utils", "infer")
 
-GET_IT = (
-    f"get it with `git clone {REPOSITORY} AnyGPT && git -C AnyGPT checkout {PINNED_COMMIT[:7]}` "
-    f"and pass backbone.source_dir=$PWD/AnyGPT (or export {SOURCE_ENV}=$PWD/AnyGPT)"
+CHECKOUT = Checkout(
+    component="backbone=anygpt",
+    name="AnyGPT",
+    repository=REPOSITORY,
+    commit=PINNED_COMMIT,
+    code="inference code",
+    required_files=REQUIRED_FILES,
+    packages=PACKAGES,
+    digest_dirs=DIGEST_DIRS,
+    digest_files=DIGEST_FILES,
+    path_first=PATH_ENTRIES,
 )
+#: the environment variable the shipped config reads ``source_dir`` from
+SOURCE_ENV = CHECKOUT.env
+GET_IT = CHECKOUT.get_it()
 
-
-class SourceError(ValueError):
-    """``source_dir`` is missing or not a checkout of AnyGPT (the message is one line)."""
-
-
-def check_source_dir(value: Any) -> Path:
-    """The checkout's directory, or a :class:`SourceError` naming the parameter and the commands."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise SourceError(
-            "backbone=anygpt: backbone.source_dir is not set; AnyGPT's inference code is a git "
-            f"repository, {GET_IT}"
-        )
-    if not isinstance(value, str | os.PathLike):
-        raise SourceError(f"backbone=anygpt: backbone.source_dir must be a path, got {value!r}")
-    path = Path(value).expanduser()
-    if not path.is_dir():
-        raise SourceError(
-            f"backbone=anygpt: backbone.source_dir={str(value)!r} is not a directory; {GET_IT}"
-        )
-    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
-    if missing:
-        raise SourceError(
-            f"backbone=anygpt: backbone.source_dir={str(value)!r} is not a checkout of "
-            f"OpenMOSS/AnyGPT (no {', '.join(missing)}); {GET_IT}"
-        )
-    return path.resolve()
-
-
-def tree_digest(root: Path) -> str:
-    """SHA-256 over the Python code the backbone runs (a path would differ between machines)."""
-    files: list[Path] = []
-    for folder in DIGEST_DIRS:
-        files += sorted(p for p in (root / folder).rglob("*.py") if "__pycache__" not in p.parts)
-    files += [root / name for name in DIGEST_FILES]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def git_revision(root: Path) -> str | None:
-    """The commit checked out in ``root`` (read from ``.git`` without running git), or None."""
-    git = root / ".git"
-    if git.is_file():  # a worktree or submodule: "gitdir: <path>"
-        text = git.read_text(encoding="utf-8").strip()
-        if not text.startswith("gitdir:"):
-            return None
-        git = (root / text.split(":", 1)[1].strip()).resolve()
-    try:
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not head.startswith("ref:"):
-        return head or None
-    ref = head.split(":", 1)[1].strip()
-    try:
-        return (git / ref).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        pass
-    try:
-        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
-            sha, _, name = line.partition(" ")
-            if name.strip() == ref:
-                return sha.strip()
-    except OSError:
-        pass
-    return None
+check_source_dir = CHECKOUT.check_dir
+tree_digest = CHECKOUT.digest
 
 
 @dataclass(frozen=True)
@@ -126,36 +70,16 @@ class Upstream:
     modality_tokens_to_string: Any  # m_utils.anything2token.modality_tokens_to_string
 
 
-def _inside(module: Any, root: Path) -> bool:
-    file = getattr(module, "__file__", None)
-    if not file:
-        return False
-    try:
-        Path(file).resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
-
-
 def import_upstream(root: Path) -> Upstream:
-    """Import AnyGPT's modules from the checkout at ``root``.
-
-    Modules named like the checkout's packages but imported from somewhere else (another checkout,
-    another git-only model) are dropped from ``sys.modules`` first, so the names resolve here.
-    """
-    root = root.resolve()
-    for name in list(sys.modules):
-        if name.split(".", 1)[0] in PACKAGES and not _inside(sys.modules[name], root):
-            del sys.modules[name]
-    for entry in reversed([str((root / rel).resolve()) for rel in PATH_ENTRIES]):
-        if entry in sys.path:
-            sys.path.remove(entry)
-        sys.path.insert(0, entry)
-    importlib.invalidate_caches()
-    seed = importlib.import_module("seed2.seed_llama_tokenizer")
-    voice = importlib.import_module("infer.voice_clone")
-    tokens = importlib.import_module("m_utils.anything2token")
-    conversation = importlib.import_module("m_utils.conversation")
+    """Import AnyGPT's modules from the checkout at ``root`` (same-named modules imported from
+    elsewhere are dropped first), and ``speechtokenizer`` from the environment."""
+    seed, voice, tokens, conversation = CHECKOUT.import_modules(
+        root,
+        "seed2.seed_llama_tokenizer",
+        "infer.voice_clone",
+        "m_utils.anything2token",
+        "m_utils.conversation",
+    )
     speech = importlib.import_module("speechtokenizer")
     return Upstream(
         ImageTokenizer=seed.ImageTokenizer,
@@ -169,6 +93,7 @@ def import_upstream(root: Path) -> Upstream:
 
 
 __all__ = [
+    "CHECKOUT",
     "GET_IT",
     "PINNED_COMMIT",
     "REPOSITORY",
