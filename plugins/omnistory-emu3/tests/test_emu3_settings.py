@@ -61,6 +61,26 @@ def test_shipped_yaml_holds_only_the_environment_variables():
     assert all(str(v).startswith("${oc.env:") and DEFAULTS[k] is None for k, v in conf.items())
 
 
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"OMNISTORY_SOURCE_BACKBONE_EMU3": "/new"}, "/new"),
+        ({"OMNISTORY_EMU3_SOURCE": "/old"}, "/old"),  # the name before the common scheme
+        ({"OMNISTORY_SOURCE_BACKBONE_EMU3": "/new", "OMNISTORY_EMU3_SOURCE": "/old"}, "/new"),
+    ],
+)
+def test_source_dir_reads_the_common_variable_then_the_old_one(monkeypatch, env, expected):
+    from omegaconf import OmegaConf
+
+    for name in ("OMNISTORY_SOURCE_BACKBONE_EMU3", "OMNISTORY_EMU3_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    conf = OmegaConf.create({"source_dir": shipped_yaml()["source_dir"]})
+    assert OmegaConf.to_container(conf, resolve=True)["source_dir"] == expected
+
+
 def test_remote_code_defaults_and_checkpoints(tmp_path):
     backbone = Emu3(implementation="remote_code", source_dir=str(tmp_path))
     s = backbone.settings

@@ -39,7 +39,7 @@ def import_upstream_processor(source_dir: str) -> type:
         raise ComponentError(
             f"backbone=emu3: source_dir={source_dir!r} has no {PROCESSOR_MODULE}; get it with "
             f"`git clone {UPSTREAM_REPOSITORY} && git -C Emu3 checkout {UPSTREAM_COMMIT}` and "
-            "point source_dir (or OMNISTORY_EMU3_SOURCE) at the Emu3 directory"
+            "point source_dir (or OMNISTORY_SOURCE_BACKBONE_EMU3) at the Emu3 directory"
         )
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))

@@ -184,7 +184,7 @@ def parse_settings(owner: str, params: Mapping[str, Any]) -> Emu3Settings:
             raise SettingsError(
                 f"{owner}: implementation=remote_code needs source_dir, a checkout of "
                 f"{UPSTREAM_REPOSITORY} (commit {UPSTREAM_COMMIT}) that holds {PROCESSOR_MODULE}"
-                " (or the environment variable OMNISTORY_EMU3_SOURCE)"
+                " (or the environment variable OMNISTORY_SOURCE_BACKBONE_EMU3)"
             )
     ratio = get("ratio")
     match = _RATIO.match(ratio) if isinstance(ratio, str) else None
