@@ -66,6 +66,6 @@ def test_cli_bad_parameter_fails_before_any_work_naming_the_parameter(tmp_path):
     result = run_cli("image=dev", "image.steps=0", "dataset.limit=1",
                      f"output_root={tmp_path / 'out'}", cwd=tmp_path)
     assert result.returncode == 2
-    assert "image=dev: steps must be a positive integer, got 0" in result.stderr
+    assert "image=dev: steps must be >= 1, got 0" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out" / "store").exists()

@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 from omnistory_core.components import ComponentError, ImageExpert
 from omnistory_core.contract import Failure
 from omnistory_core.experts.diffusion import (
+    SEED_MODES,
     SettingsError,
     arrays_to_images,
     boolean,
     call_with_fallback,
-    check_params,
     chunked,
     exception_failure,
     generator_seed,
@@ -36,6 +36,7 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
+from omnistory_core.params import Param, ParamError
 
 #: pip requirements of a FLUX environment (FluxKontextPipeline exists from diffusers 0.35; the
 #: code is tested with 0.42.1 and passes the ``dtype`` keyword introduced by the 0.4x series)
@@ -54,6 +55,29 @@ FLUX_REQUIREMENTS: tuple[str, ...] = (
 FLUX_SIZE_MULTIPLE = 16
 
 
+def flux_parameters(model: str, guidance: float, guidance_doc: str) -> tuple[Param, ...]:
+    """The parameters both FLUX.1 experts declare (``defaults`` are derived from them)."""
+    return (
+        Param("model", str, model, "hub id (gated: accept the licence, set HF_TOKEN) or directory"),
+        Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
+        # null (as for every number here) = the default
+        Param("steps", (int, None), 28, "denoising steps", ge=1),
+        Param("guidance_scale", (float, None), guidance, guidance_doc, ge=0),
+        Param("height", (int, None), 1024, f"pixels, a multiple of {FLUX_SIZE_MULTIPLE}", ge=1),
+        Param("width", (int, None), 1024, f"pixels, a multiple of {FLUX_SIZE_MULTIPLE}", ge=1),
+        Param("max_sequence_length", (int, None), 512, "T5 prompt tokens", ge=1, le=512),
+        Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU"),
+        Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+        Param(
+            "seed_mode",
+            (str, None),
+            "per_prompt",
+            "per_prompt: noise seeded from seed + prompt | fixed: seed itself (official runner)",
+            choices=SEED_MODES,
+        ),
+    )
+
+
 @dataclass
 class Job:
     """One item on its way to the pipeline."""
@@ -65,8 +89,9 @@ class Job:
     group: tuple = field(default=())  # items with equal groups may share one pipeline call
 
 
-def kontext_condition_size(width: int, height: int, *, auto_resize: bool, multiple: int,
-                           preferred: list[tuple[int, int]]) -> tuple[int, int]:
+def kontext_condition_size(
+    width: int, height: int, *, auto_resize: bool, multiple: int, preferred: list[tuple[int, int]]
+) -> tuple[int, int]:
     """The size (width, height) at which Kontext encodes a page image.
 
     Mirrors FluxKontextPipeline: the size is rounded down to ``multiple``; with ``auto_resize`` it
@@ -90,7 +115,6 @@ class FluxExpert(ImageExpert):
     """Shared loading and batched generation of the FLUX.1 experts (not registered itself)."""
 
     version = "1"
-    runtime_params = ("device",)
     default_batch_size = 4
     requirements: ClassVar[tuple[str, ...]] = FLUX_REQUIREMENTS
     pipeline_class: ClassVar[str] = "FluxPipeline"
@@ -101,21 +125,22 @@ class FluxExpert(ImageExpert):
     def __init__(self, **params: Any):
         super().__init__(**params)
         owner = f"image={self.name}"
+        params = self.params  # declared: keys and types checked, defaults filled in
         try:
-            check_params(owner, params, self.defaults)
-            self.settings = parse_settings(owner, params, self.defaults,
-                                           size_multiple=FLUX_SIZE_MULTIPLE)
+            self.settings = parse_settings(
+                owner, params, self.defaults, size_multiple=FLUX_SIZE_MULTIPLE
+            )
             self.max_sequence_length = positive_int(
-                owner, "max_sequence_length",
-                setting(params, self.defaults, "max_sequence_length"), maximum=512,
+                owner,
+                "max_sequence_length",
+                setting(params, self.defaults, "max_sequence_length"),
+                maximum=512,
             )
             self.seed_mode = parse_seed_mode(owner, params.get("seed_mode"))
             self.prompt_prefix = ""
             self._parse_extra(owner, params)
         except SettingsError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.pipe: Any = None
         self.device: str | None = None
 
@@ -251,18 +276,10 @@ class FluxDev(FluxExpert):
     reads = ("image_prompt",)
     pipeline_class = "FluxPipeline"
     description = "FLUX.1-dev text-to-image (diffusers FluxPipeline)"
-    defaults = {
-        "model": "black-forest-labs/FLUX.1-dev",
-        "revision": None,
-        "steps": 28,
-        "guidance_scale": 3.5,  # distilled guidance, not classifier-free guidance
-        "height": 1024,
-        "width": 1024,
-        "max_sequence_length": 512,
-        "dtype": "auto",
-        "device": "auto",
-        "seed_mode": "per_prompt",
-    }
+    parameters = flux_parameters(
+        "black-forest-labs/FLUX.1-dev", 3.5, "distilled guidance (a model input), not CFG"
+    )
+    defaults = {p.name: p.default for p in parameters}
 
 
 class FluxKontext(FluxExpert):
@@ -272,27 +289,32 @@ class FluxKontext(FluxExpert):
     reads = ("image_prompt", "current_image")
     pipeline_class = "FluxKontextPipeline"
     description = "FLUX.1-Kontext-dev, conditioned on the current page (FluxKontextPipeline)"
-    defaults = {
-        "model": "black-forest-labs/FLUX.1-Kontext-dev",
-        "revision": None,
-        "steps": 28,
-        "guidance_scale": 2.5,  # the model card's value (the pipeline's default is 3.5)
-        "height": 1024,
-        "width": 1024,
-        "max_sequence_length": 512,
-        "dtype": "auto",
-        "device": "auto",
-        # encode the page at the preferred Kontext resolution of its aspect ratio
-        "auto_resize": True,
-        "seed_mode": "per_prompt",
-        # text put before every image prompt (the official runner's is in the paper presets)
-        "prompt_prefix": "",
-    }
+    parameters = (
+        *flux_parameters(
+            "black-forest-labs/FLUX.1-Kontext-dev",
+            2.5,
+            "the model card's value (the pipeline's default is 3.5)",
+        ),
+        Param(
+            "auto_resize",
+            bool,
+            True,
+            "encode the page at the preferred Kontext resolution of its aspect ratio",
+        ),
+        Param(
+            "prompt_prefix",
+            str,
+            "",
+            "put before every image prompt, verbatim (paper presets: the official runner's)",
+        ),
+    )
+    defaults = {p.name: p.default for p in parameters}
     added_defaults = {"seed_mode": "per_prompt", "prompt_prefix": ""}
 
     def _parse_extra(self, owner: str, params: dict[str, Any]) -> None:
-        self.auto_resize = boolean(owner, "auto_resize",
-                                   setting(params, self.defaults, "auto_resize"))
+        self.auto_resize = boolean(
+            owner, "auto_resize", setting(params, self.defaults, "auto_resize")
+        )
         prefix = setting(params, self.defaults, "prompt_prefix")
         if not isinstance(prefix, str):
             raise SettingsError(f"{owner}: prompt_prefix must be a string, got {prefix!r}")
@@ -303,15 +325,22 @@ class FluxKontext(FluxExpert):
 
         image = item["current_image"].open_image()
         size = kontext_condition_size(
-            image.width, image.height, auto_resize=self.auto_resize,
+            image.width,
+            image.height,
+            auto_resize=self.auto_resize,
             multiple=int(self.pipe.vae_scale_factor) * 2,
             preferred=list(PREFERRED_KONTEXT_RESOLUTIONS),
         )
         if size != image.size:
             image = self.pipe.image_processor.resize(image, size[1], size[0])
         # the noise depends on the prompt alone: the page changes the image only as conditioning
-        return Job(index=index, prompt=self.pipeline_prompt(prompt), seed=self.item_seed(prompt),
-                   image=image, group=size)
+        return Job(
+            index=index,
+            prompt=self.pipeline_prompt(prompt),
+            seed=self.item_seed(prompt),
+            image=image,
+            group=size,
+        )
 
     def call_arguments(self, batch: list[Job]) -> dict[str, Any]:
         return {
