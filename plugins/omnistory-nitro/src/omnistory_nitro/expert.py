@@ -20,11 +20,11 @@ from typing import Any, ClassVar
 from omnistory_core.components import ComponentError, ImageExpert
 from omnistory_core.contract import Failure
 from omnistory_core.experts.diffusion import (
+    SEED_MODES,
     SettingsError,
     arrays_to_images,
     boolean,
     call_with_fallback,
-    check_params,
     chunked,
     generator_seed,
     key_without_defaults,
@@ -35,6 +35,7 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
+from omnistory_core.params import Param, ParamError
 
 #: pip requirements of a Nitro-T environment.  The model card asks for diffusers >= 0.34; the code
 #: is tested (on a stand-in pipeline, see README) with diffusers 0.42.1 and transformers 5.24.
@@ -66,8 +67,10 @@ def describe_load_error(exc: BaseException) -> str:
     names = {cls.__name__ for cls in type(exc).__mro__}
     lowered = text.lower()
     if "GatedRepoError" in names or "gated" in lowered or "401" in lowered:
-        return (text + " -- the checkpoint is gated: accept its licence on the hub and provide "
-                "HF_TOKEN (meta-llama/Llama-3.2-1B is gated too)")
+        return (
+            text + " -- the checkpoint is gated: accept its licence on the hub and provide "
+            "HF_TOKEN (meta-llama/Llama-3.2-1B is gated too)"
+        )
     if "trust_remote_code" in lowered or "remote code" in lowered:
         return text + " -- Nitro-T's pipeline is code in the checkpoint: set trust_remote_code=true"
     if "LocalEntryNotFoundError" in names or "offline" in lowered:
@@ -81,27 +84,40 @@ class NitroT(ImageExpert):
     name = "nitro"
     version = "1"
     reads = ("image_prompt",)
-    runtime_params = ("device",)
     # one prompt per call, exactly as the model card calls it; whether the remote pipeline takes a
     # list of prompts with one generator each is not verified (batch_size > 1 tries it)
     default_batch_size = 1
     description = "AMD Nitro-T-1.2B text-to-image (remote pipeline code, Llama-3.2-1B encoder)"
     requirements: ClassVar[tuple[str, ...]] = NITRO_REQUIREMENTS
-    defaults: ClassVar[dict[str, Any]] = {
-        "model": "amd/Nitro-T-1.2B",
-        "revision": None,
-        "text_encoder": "meta-llama/Llama-3.2-1B",
-        "text_encoder_revision": None,
-        "steps": 20,
-        "guidance_scale": 4.0,  # classifier-free guidance
-        "height": 1024,
-        "width": 1024,
-        "dtype": "auto",
-        "device": "auto",
-        "trust_remote_code": True,
-        "seed_mode": "per_prompt",
-        "generator_device": "pipeline",
-    }
+    # null (as for every number here) = the default
+    parameters = (
+        Param("model", str, "amd/Nitro-T-1.2B", "hub id or directory (ships its pipeline code)"),
+        Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
+        Param("text_encoder", str, "meta-llama/Llama-3.2-1B", "text encoder (gated: set HF_TOKEN)"),
+        Param("text_encoder_revision", str, None, "hub revision of text_encoder"),
+        Param("steps", (int, None), 20, "denoising steps", ge=1),
+        Param("guidance_scale", (float, None), 4.0, "classifier-free guidance scale", ge=0),
+        Param("height", (int, None), 1024, f"pixels, a multiple of {NITRO_SIZE_MULTIPLE}", ge=1),
+        Param("width", (int, None), 1024, f"pixels, a multiple of {NITRO_SIZE_MULTIPLE}", ge=1),
+        Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU"),
+        Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+        Param("trust_remote_code", bool, True, "required: the pipeline is code in the checkpoint"),
+        Param(
+            "seed_mode",
+            (str, None),
+            "per_prompt",
+            "per_prompt: noise seeded from seed + prompt | fixed: seed itself (official runner)",
+            choices=SEED_MODES,
+        ),
+        Param(
+            "generator_device",
+            str,
+            "pipeline",
+            "pipeline: the pipeline's device (model card) | cpu (official runner)",
+            choices=GENERATOR_DEVICES,
+        ),
+    )
+    defaults: ClassVar[dict[str, Any]] = {p.name: p.default for p in parameters}
     #: parameters added after caches were written: in the cache key only when not at these values
     added_defaults: ClassVar[dict[str, Any]] = {
         "seed_mode": "per_prompt",
@@ -111,14 +127,17 @@ class NitroT(ImageExpert):
     def __init__(self, **params: Any):
         super().__init__(**params)
         owner = f"image={self.name}"
+        params = self.params  # declared: keys and types checked, defaults filled in
         try:
-            check_params(owner, params, self.defaults)
-            self.settings = parse_settings(owner, params, self.defaults,
-                                           size_multiple=NITRO_SIZE_MULTIPLE)
+            self.settings = parse_settings(
+                owner, params, self.defaults, size_multiple=NITRO_SIZE_MULTIPLE
+            )
             text_encoder = setting(params, self.defaults, "text_encoder")
             if not isinstance(text_encoder, str) or not text_encoder.strip():
-                raise SettingsError(f"{owner}: text_encoder must be a checkpoint id or a local "
-                                    f"path, got {text_encoder!r}")
+                raise SettingsError(
+                    f"{owner}: text_encoder must be a checkpoint id or a local "
+                    f"path, got {text_encoder!r}"
+                )
             self.text_encoder = text_encoder
             self.text_encoder_revision = params.get("text_encoder_revision")
             self.trust_remote_code = boolean(
@@ -133,9 +152,7 @@ class NitroT(ImageExpert):
                 )
             self.generator_device = generator_device
         except SettingsError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.pipe: Any = None
         self.device: str | None = None
 
@@ -164,21 +181,29 @@ class NitroT(ImageExpert):
         dtype = resolve_dtype(self.settings.dtype, device)
         try:
             text_encoder = AutoModelForCausalLM.from_pretrained(
-                self.text_encoder, dtype=dtype,
+                self.text_encoder,
+                dtype=dtype,
                 **({"revision": self.text_encoder_revision} if self.text_encoder_revision else {}),
             )
         except Exception as exc:
-            raise ComponentError(f"image={self.name}: cannot load the text encoder "
-                                 f"{self.text_encoder!r}: {describe_load_error(exc)}") from exc
-        kwargs: dict[str, Any] = {"text_encoder": text_encoder, "dtype": dtype,
-                                  "trust_remote_code": self.trust_remote_code}
+            raise ComponentError(
+                f"image={self.name}: cannot load the text encoder "
+                f"{self.text_encoder!r}: {describe_load_error(exc)}"
+            ) from exc
+        kwargs: dict[str, Any] = {
+            "text_encoder": text_encoder,
+            "dtype": dtype,
+            "trust_remote_code": self.trust_remote_code,
+        }
         if self.settings.revision:
             kwargs["revision"] = self.settings.revision
         try:
             pipe = DiffusionPipeline.from_pretrained(self.settings.model, **kwargs)
         except Exception as exc:
-            raise ComponentError(f"image={self.name}: cannot load {self.settings.model!r}: "
-                                 f"{describe_load_error(exc)}") from exc
+            raise ComponentError(
+                f"image={self.name}: cannot load {self.settings.model!r}: "
+                f"{describe_load_error(exc)}"
+            ) from exc
         pipe.to(device)
         if hasattr(pipe, "set_progress_bar_config"):
             pipe.set_progress_bar_config(disable=True)
