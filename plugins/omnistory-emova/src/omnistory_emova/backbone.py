@@ -32,10 +32,10 @@ from omnistory_core.contract import GENDERS, Failure
 from omnistory_core.experts.diffusion import (
     DTYPE_NAMES,
     SettingsError,
-    check_params,
     positive_int,
     setting,
 )
+from omnistory_core.params import Param, ParamError
 
 #: the default system prompt of EMOVA's checkpoints (``default_system_prompt`` in their config)
 SYSTEM_PROMPT = "You are a helpful assistant."
@@ -210,8 +210,9 @@ def _non_negative_int(owner: str, key: str, value: Any) -> int:
 def parse_emova_settings(
     owner: str, params: dict[str, Any], defaults: dict[str, Any]
 ) -> EmovaSettings:
-    """Validate every parameter; a :class:`SettingsError` names the bad one."""
-    check_params(owner, params, defaults)
+    """The settings from the declared parameters (keys and types are checked by the
+    declaration): spellings normalised, values checked; a :class:`SettingsError` names the bad
+    one."""
     seed = params.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SettingsError(f"{owner}: seed must be an integer, got {seed!r}")
@@ -252,32 +253,37 @@ class Emova(Backbone):
     version = "1"
     produces = frozenset({"text", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = ("device",)
     default_batch_size = 1
     description = "EMOVA-7B: narration + image prompt (JSON), then the quote spoken as speech units"
     requirements: ClassVar[tuple[str, ...]] = EMOVA_REQUIREMENTS
-    defaults: ClassVar[dict[str, Any]] = {
-        "model": "Emova-ollm/emova-qwen-2-5-7b-hf",
-        "revision": None,
-        "speech_tokenizer": "Emova-ollm/emova_speech_tokenizer_hf",
-        "speech_tokenizer_revision": None,
-        "speaker": "female",
-        "max_new_tokens": 1024,
-        "no_repeat_ngram_size": 6,
-        "speech_max_new_tokens": 4096,
-        "dtype": "bfloat16",
-        "attn_implementation": "sdpa",
-        "device": "auto",
-    }
+    parameters = (
+        Param("model", str, "Emova-ollm/emova-qwen-2-5-7b-hf", "hub id or directory (remote code)"),
+        Param("revision", str, None, "hub revision of the model; null: default branch"),
+        Param(
+            "speech_tokenizer",
+            str,
+            "Emova-ollm/emova_speech_tokenizer_hf",
+            "EMOVA's speech tokenizer (needs the git-only emova_speech_tokenizer package)",
+        ),
+        Param("speech_tokenizer_revision", str, None, "hub revision of the speech tokenizer"),
+        Param("speaker", str, "female", "voice of the unit decoder (official: female)"),
+        Param("max_new_tokens", int, 1024, "pass 1 (JSON), greedy as the official runner", ge=1),
+        Param("no_repeat_ngram_size", int, 6, "pass 1; 0 = off", ge=0),
+        Param("speech_max_new_tokens", int, 4096, "pass 2 (speech units)", ge=1),
+        Param("dtype", str, "bfloat16", "bfloat16 (official) | float16 | float32 | auto"),
+        Param("attn_implementation", str, "sdpa", "sdpa (official) | eager | flash_attention_2"),
+        Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+    )
+    defaults: ClassVar[dict[str, Any]] = {p.name: p.default for p in parameters}
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings = parse_emova_settings(f"backbone={self.name}", params, self.defaults)
+            self.settings = parse_emova_settings(
+                f"backbone={self.name}", self.params, self.defaults
+            )
         except SettingsError as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.runtime: Any = None
 
     @classmethod
