@@ -26,7 +26,6 @@ from omnistory_core.contract import Failure
 from omnistory_core.experts.diffusion import (
     DTYPE_NAMES,
     SettingsError,
-    check_params,
     exception_failure,
     item_seed,
     non_negative_float,
@@ -36,6 +35,7 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
+from omnistory_core.params import Param, ParamError
 from omnistory_mmada.parsing import interpret
 from omnistory_mmada.prompts import mmu_messages, t2i_prompt
 from omnistory_mmada.source import (
@@ -91,39 +91,44 @@ class MMaDA(Backbone):
     version = "1"
     produces = frozenset({"text", "image"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = ("device", "source_dir")
     default_batch_size = 1
     description = "MMaDA-8B-MixCoT + MAGVIT-v2: next-page narration and illustration (T+I)"
     requirements: ClassVar[tuple[str, ...]] = MMADA_REQUIREMENTS
-    defaults: ClassVar[dict[str, Any]] = {
-        "source_dir": None,
-        "model": "Gen-Verse/MMaDA-8B-MixCoT",
-        "revision": None,
-        "vq_model": "showlab/magvitv2",
-        "vq_revision": None,
-        "dtype": "auto",
-        "device": "auto",
-        "resolution": 512,
-        "max_text_len": 1024,
-        "mmu_max_new_tokens": 512,
-        "mmu_steps": 256,
-        "mmu_block_length": 128,
-        "t2i_guidance_scale": 1.5,
-        "t2i_timesteps": 12,
-        "t2i_temperature": 1.0,
-        "t2i_noise_type": "mask",
-        "t2i_mask_schedule": "cosine",
-    }
+    # null (as for every number here) = the default
+    parameters = (
+        Param(
+            "source_dir",
+            str,
+            None,
+            f"checkout of Gen-Verse/MMaDA at {PINNED_COMMIT} (required; the key hashes its code)",
+            runtime=True,
+        ),
+        Param("model", str, "Gen-Verse/MMaDA-8B-MixCoT", "hub id or directory (weights+tokenizer)"),
+        Param("revision", str, None, "hub revision of the model; null: default branch"),
+        Param("vq_model", str, "showlab/magvitv2", "the MAGVIT-v2 image tokenizer"),
+        Param("vq_revision", str, None, "hub revision of vq_model"),
+        Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU (official)"),
+        Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+        Param("resolution", (int, None), 512, "side the current page is cropped to", ge=1),
+        Param("max_text_len", (int, None), 1024, "text slots of the T2I prompt", ge=1),
+        Param("mmu_max_new_tokens", (int, None), 512, "understanding: new tokens", ge=1),
+        Param("mmu_steps", (int, None), 256, "understanding: denoising steps", ge=1),
+        Param("mmu_block_length", (int, None), 128, "understanding: block length", ge=1),
+        Param("t2i_guidance_scale", (float, None), 1.5, "image: guidance (demo config)", ge=0),
+        Param("t2i_timesteps", (int, None), 12, "image: generation timesteps", ge=1),
+        Param("t2i_temperature", (float, None), 1.0, "image: temperature", ge=0),
+        Param("t2i_noise_type", str, "mask", "passed to t2i_generate (ignored upstream)"),
+        Param("t2i_mask_schedule", str, "cosine", "cosine | linear | sigmoid | pow<N>"),
+    )
+    defaults: ClassVar[dict[str, Any]] = {p.name: p.default for p in parameters}
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings = self.check(params)
-            self.source_dir = check_source_dir(params.get("source_dir"))
+            self.settings = self.check(self.params)
+            self.source_dir = check_source_dir(self.params["source_dir"])
         except (SettingsError, SourceError) as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.source_digest = tree_digest(self.source_dir)
         self.source_revision = git_revision(self.source_dir)
         self.model: Any = None
@@ -134,10 +139,10 @@ class MMaDA(Backbone):
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Every parameter validated, defaults filled in; a :class:`SettingsError` names the
-        first bad one."""
+        """The settings from the declared parameters (keys and types are checked by the
+        declaration): defaults filled in, spellings normalised, rules across keys checked; a
+        :class:`SettingsError` names the first bad one."""
         owner = f"backbone={cls.name}"
-        check_params(owner, params, cls.defaults)
         s: dict[str, Any] = {}
         for key in ("model", "vq_model"):
             value = setting(params, cls.defaults, key)
