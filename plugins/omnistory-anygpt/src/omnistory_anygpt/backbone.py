@@ -50,7 +50,6 @@ from omnistory_core.contract import Failure
 from omnistory_core.experts.diffusion import (
     SettingsError,
     boolean,
-    check_params,
     exception_failure,
     item_seed,
     non_negative_float,
@@ -59,6 +58,7 @@ from omnistory_core.experts.diffusion import (
     resolve_device,
     setting,
 )
+from omnistory_core.params import Param, ParamError
 
 log = logging.getLogger("omnistory")
 
@@ -114,46 +114,77 @@ class AnyGPT(Backbone):
     version = "1"
     produces = frozenset({"text", "image", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = ("device", "source_dir")
     default_batch_size = 1
     description = "AnyGPT-chat + SEED tokenizer/unCLIP + SpeechTokenizer/SoundStorm (any-to-any)"
     requirements: ClassVar[tuple[str, ...]] = ANYGPT_REQUIREMENTS
-    defaults: ClassVar[dict[str, Any]] = {
-        "source_dir": None,
-        "model": "fnlp/AnyGPT-chat",
-        "image_tokenizer": "AILab-CVC/seed-tokenizer-2",
-        "image_tokenizer_file": "seed_quantizer.pt",
-        "image_decoder": "sd2-community/stable-diffusion-2-1-unclip",
-        "speech_modules": "fnlp/AnyGPT-speech-modules",
-        "speech_tokenizer_checkpoint": "speechtokenizer/ckpt.dev",
-        "speech_tokenizer_config": "speechtokenizer/config.json",
-        "soundstorm_checkpoint": "soundstorm/speechtokenizer_soundstorm_mls.pt",
-        "dtype": "float16",
-        "device": "auto",
-        "image_size": 224,
-        "do_sample": True,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "min_new_tokens": 10,
-        "text_max_new_tokens": 100,
-        "image_max_new_tokens": 200,
-        "speech_max_new_tokens": 1500,
-        "speech_repetition_penalty": 1.05,
-        "image_guidance_scale": 10.0,
-        "image_decode_steps": 20,
-        "soundstorm_steps": 3,
-        "parsing": "official",
-    }
+    # null (as for every number here) = the default
+    parameters = (
+        Param(
+            "source_dir",
+            str,
+            None,
+            "checkout of OpenMOSS/AnyGPT (required; the key hashes its code)",
+            runtime=True,
+        ),
+        Param("model", str, "fnlp/AnyGPT-chat", "the chat model: hub id or local directory"),
+        Param("image_tokenizer", str, "AILab-CVC/seed-tokenizer-2", "SEED tokenizer-2 (or .pt)"),
+        Param("image_tokenizer_file", str, "seed_quantizer.pt", "quantizer in image_tokenizer"),
+        Param(
+            "image_decoder",
+            str,
+            "sd2-community/stable-diffusion-2-1-unclip",
+            "SD 2.1 unCLIP, SEED codes -> pixels (the runner's mirror)",
+        ),
+        Param("speech_modules", str, "fnlp/AnyGPT-speech-modules", "SpeechTokenizer + SoundStorm"),
+        Param(
+            "speech_tokenizer_checkpoint",
+            str,
+            "speechtokenizer/ckpt.dev",
+            "relative to speech_modules (or absolute)",
+        ),
+        Param(
+            "speech_tokenizer_config",
+            str,
+            "speechtokenizer/config.json",
+            "relative to speech_modules (or absolute)",
+        ),
+        Param(
+            "soundstorm_checkpoint",
+            str,
+            "soundstorm/speechtokenizer_soundstorm_mls.pt",
+            "relative to speech_modules (or absolute)",
+        ),
+        Param("dtype", str, "float16", "float16 as upstream"),
+        Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+        Param("image_size", (int, None), 224, "side the current page is resized to", ge=1),
+        Param("do_sample", bool, True, "sampling in all three passes"),
+        Param("temperature", (float, None), 1.0, "sampling temperature", gt=0),
+        Param("top_p", (float, None), 1.0, "nucleus sampling", gt=0, le=1),
+        Param("min_new_tokens", (int, None), 10, "every pass", ge=1),
+        Param("text_max_new_tokens", (int, None), 100, "text pass budget (no stop token)", ge=1),
+        Param("image_max_new_tokens", (int, None), 200, "image pass budget", ge=1),
+        Param("speech_max_new_tokens", (int, None), 1500, "speech pass budget", ge=1),
+        Param("speech_repetition_penalty", (float, None), 1.05, "speech pass only", gt=0),
+        Param("image_guidance_scale", (float, None), 10.0, "unCLIP decoding guidance", ge=0),
+        Param("image_decode_steps", (int, None), 20, "unCLIP denoising steps", ge=1),
+        Param("soundstorm_steps", (int, None), 3, "SoundStorm steps (the runner's vc_steps)", ge=1),
+        Param(
+            "parsing",
+            str,
+            "official",
+            "official (whitespace collapsed, as the runner) | lines (labels on their own lines)",
+            choices=PARSE_MODES,
+        ),
+    )
+    defaults: ClassVar[dict[str, Any]] = {p.name: p.default for p in parameters}
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings = self.check(params)
-            self.source_dir = check_source_dir(params.get("source_dir"))
+            self.settings = self.check(self.params)
+            self.source_dir = check_source_dir(self.params["source_dir"])
         except (SettingsError, SourceError) as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.source_digest = tree_digest(self.source_dir)
         self.source_revision = git_revision(self.source_dir)
         self.upstream: Any = None
@@ -168,10 +199,10 @@ class AnyGPT(Backbone):
     # -- parameters --------------------------------------------------------------------------
     @classmethod
     def check(cls, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Every parameter validated, defaults filled in; a :class:`SettingsError` names the
+        """The settings from the declared parameters (keys and types are checked by the
+        declaration): defaults filled in, spellings normalised; a :class:`SettingsError` names the
         first bad one."""
         owner = f"backbone={cls.name}"
-        check_params(owner, params, cls.defaults)
         s: dict[str, Any] = {}
         for key in (
             "model",
