@@ -2,6 +2,7 @@
 
 python -m omnistory_core [hydra overrides]      run a system (or a sweep with -m)
 python -m omnistory_core plugins                list plugins, what they register, load errors
+python -m omnistory_core plugin new NAME --kind planner   a new plugin distribution to start from
 python -m omnistory_core report ...             leaderboard, statistics, figures, HTML
 python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
 python -m omnistory_core judges ...             judge prompts and panels
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = ("plugins", "report", "evaluate", "judges", "env", "prefetch")
+SUBCOMMANDS = ("plugins", "plugin", "report", "evaluate", "judges", "env", "prefetch")
 
 
 def _hydra_main() -> int:
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             from omnistory_core.cli_plugins import main as plugins_main
 
             return plugins_main(rest)
+        if command == "plugin":
+            from omnistory_core.scaffold import main as scaffold_main
+
+            return scaffold_main(rest)
         if command == "report":
             from omnistory_core.report.command import main as report_main
 

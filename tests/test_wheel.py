@@ -55,6 +55,7 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     assert "omnistory_core/conf/system/template_copy_espeak.yaml" in names
     assert "hydra_plugins/omnistory_core_searchpath/__init__.py" in names
     assert any(n.startswith("omnistory_core/data/demo/data/") for n in names)
+    assert "omnistory_core/scaffold_templates/backbone/component.py.tmpl" in names
 
     target = tmp_path / "site"
     subprocess.run(
@@ -121,3 +122,14 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert (source / "out2/runs/demo/template-copy-espeak/manifest.json").exists()
+    # `plugin new` reads its templates from the installed package
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnistory_core", "plugin", "new", "wheeled", "--kind", "judge"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "omnistory-wheeled/src/omnistory_wheeled/judge.py").exists()

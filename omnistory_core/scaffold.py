@@ -1,0 +1,228 @@
+"""``python -m omnistory_core plugin new NAME --kind KIND [--dir D]``: a new plugin distribution.
+
+It writes ``D/omnistory-NAME/``, a complete distribution that installs and passes its own tests as
+generated: ``pyproject.toml`` with the ``omnistory`` entry point, the component (offline and
+deterministic, with comments marking where the model call goes), one preset (a system for a
+generation component, a scored demo sweep for a metric or judge), a README and tests (the plugin
+kit's ``check_component`` for a generation component; the ``evaluate`` path for a metric or judge).
+
+The templates are the ``*.tmpl`` files of ``omnistory_core/scaffold_templates`` (package data),
+filled with :class:`string.Template` (``${name}``), since Python and YAML use braces themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# long enough for any sensible name, short enough that every generated line stays within 100
+# columns (tests/test_scaffold.py lints the output at this length)
+_MAX_NAME = 24
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What differs between the kinds of component a plugin can add."""
+
+    hook: str  # the register_* hook of omnistory_core.hookspecs
+    module: str  # the component's module inside the package
+    suffix: str  # the class name is the CamelCase NAME + suffix
+    preset_group: str  # config group of the preset the plugin ships
+    preset: str  # preset name; {name} is the component name
+    label: str  # for the README and the description
+
+
+KINDS: dict[str, KindSpec] = {
+    "planner": KindSpec(
+        "register_planners", "planner", "Planner", "system", "{name}_copy_espeak", "planner"
+    ),
+    "image": KindSpec(
+        "register_image_experts",
+        "image_expert",
+        "ImageExpert",
+        "system",
+        "template_{name}_espeak",
+        "image expert",
+    ),
+    "tts": KindSpec(
+        "register_tts_experts", "tts", "TTS", "system", "template_copy_{name}", "TTS expert"
+    ),
+    "backbone": KindSpec(
+        "register_backbones", "backbone", "Backbone", "system", "{name}", "any-to-any backbone"
+    ),
+    "metric": KindSpec("register_metrics", "metric", "Metric", "suite", "{name}_demo", "metric"),
+    "judge": KindSpec("register_judges", "judge", "Judge", "suite", "{name}_demo", "judge"),
+}
+
+#: how the README tells a user to run the component once installed
+_RUN_LINES = {
+    "planner": "python -m omnistory_core planner=${name} dataset.limit=2",
+    "image": "python -m omnistory_core image=${name} dataset.limit=2",
+    "tts": "python -m omnistory_core tts=${name} dataset.limit=2",
+    "backbone": "python -m omnistory_core backbone=${name} dataset.limit=2",
+    "metric": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics ${name}",
+    "judge": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics '' --judges ${name}",
+}
+
+
+class ScaffoldError(Exception):
+    """A name or a target directory the scaffold refuses (one line for the user)."""
+
+
+def class_name(name: str, kind: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_") if part) + KINDS[kind].suffix
+
+
+def check_name(name: str, kind: str) -> None:
+    if not _NAME.match(name) or len(name) > _MAX_NAME or name.endswith("_") or "__" in name:
+        raise ScaffoldError(
+            f"plugin name {name!r}: use lowercase letters, digits and single underscores, starting"
+            f" with a letter, at most {_MAX_NAME} characters (e.g. my_model); users type it as"
+            f" {kind}=my_model and it becomes the package omnistory_my_model"
+        )
+    if keyword.iskeyword(name):
+        raise ScaffoldError(f"plugin name {name!r} is a Python keyword; choose another")
+
+
+def check_free(name: str, kind: str) -> None:
+    """Refuse a name the core or an installed plugin already uses for this kind: a second
+    registration is ignored (with a warning), and a core config of that name (``planner=default``,
+    the judge panels) would be chosen instead of the new component."""
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    if (kind, name) in registry.components:
+        origin = registry.origins.get((kind, name), "another plugin")
+        raise ScaffoldError(
+            f"{kind}={name} is already registered (by {origin}); choose another NAME"
+        )
+    if resources.files("omnistory_core.conf").joinpath(kind, f"{name}.yaml").is_file():
+        raise ScaffoldError(
+            f"{kind}={name} is a config of omnistory_core (conf/{kind}/{name}.yaml); choose another"
+            " NAME"
+        )
+
+
+def _template(relative: str) -> str:
+    return (
+        resources.files("omnistory_core.scaffold_templates")
+        .joinpath(relative)
+        .read_text(encoding="utf-8")
+    )
+
+
+def plan_files(name: str, kind: str) -> dict[str, str]:
+    """The distribution's files, path relative to its root -> text."""
+    spec = KINDS[kind]
+    package = f"omnistory_{name}"
+    preset = spec.preset.format(name=name)
+    values = {
+        "name": name,
+        "kind": kind,
+        "label": spec.label,
+        "dist": "omnistory-" + name.replace("_", "-"),
+        "package": package,
+        "module": spec.module,
+        "cls": class_name(name, kind),
+        "hook": spec.hook,
+        "preset": preset,
+        "preset_group": spec.preset_group,
+        "core_version": _core_version(),
+    }
+    values["run_line"] = Template(_RUN_LINES[kind]).substitute(values)
+    values["preset_line"] = preset_line(kind, preset)
+
+    def fill(relative: str) -> str:
+        # strict: a placeholder left in a template is a bug here, never something to ship
+        return Template(_template(relative)).substitute(values)
+
+    src = f"src/{package}"
+    return {
+        "pyproject.toml": fill("common/pyproject.toml.tmpl"),
+        "README.md": fill("common/README.md.tmpl"),
+        f"{src}/__init__.py": fill("common/__init__.py.tmpl"),
+        f"{src}/plugin.py": fill("common/plugin.py.tmpl"),
+        f"{src}/{spec.module}.py": fill(f"{kind}/component.py.tmpl"),
+        f"{src}/conf/__init__.py": "",
+        f"{src}/conf/{spec.preset_group}/{preset}.yaml": fill(f"{kind}/preset.yaml.tmpl"),
+        f"tests/test_{name}.py": fill(f"{kind}/test.py.tmpl"),
+    }
+
+
+def preset_line(kind: str, preset: str) -> str:
+    """The command that runs the shipped preset (a suite is a sweep: ``-m``)."""
+    group = KINDS[kind].preset_group
+    flag = "-m " if group == "suite" else ""
+    return f"python -m omnistory_core {flag}{group}={preset} dataset.limit=2"
+
+
+def _core_version() -> str:
+    import importlib.metadata as md
+
+    try:
+        return md.version("omnistory-core")
+    except md.PackageNotFoundError:
+        return "0.1.0"
+
+
+def new_plugin(name: str, kind: str, directory: Path) -> Path:
+    """Write the distribution under ``directory`` and return its root."""
+    if kind not in KINDS:
+        raise ScaffoldError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    check_name(name, kind)
+    root = directory / ("omnistory-" + name.replace("_", "-"))
+    if root.exists():
+        raise ScaffoldError(f"{root} already exists; not overwriting it (choose another --dir)")
+    check_free(name, kind)
+    files = plan_files(name, kind)
+    directory.mkdir(parents=True, exist_ok=True)
+    # written aside and renamed at the end: a failure half-way leaves no half-made plugin behind
+    staging = directory / f".{root.name}.partial-{os.getpid()}"
+    staging.mkdir()
+    try:
+        for relative, text in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        staging.rename(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return root
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="omnistory plugin", description="Start a plugin: a complete, tested distribution."
+    )
+    actions = parser.add_subparsers(dest="action", required=True)
+    new = actions.add_parser(
+        "new",
+        help="write omnistory-NAME/: pyproject, component, preset, README, tests",
+        description=__doc__.split("\n\n")[1],
+    )
+    new.add_argument("name", help="component name users type (planner=NAME), e.g. my_model")
+    new.add_argument("--kind", required=True, choices=tuple(KINDS))
+    new.add_argument("--dir", type=Path, default=Path("."), help="where to create it (default .)")
+    args = parser.parse_args(argv)
+    try:
+        root = new_plugin(args.name, args.kind, args.dir)
+    except (ScaffoldError, OSError) as exc:
+        print(f"omnistory: error: {exc}", file=sys.stderr)
+        return 2
+    preset = KINDS[args.kind].preset.format(name=args.name)
+    print(f"wrote {root}/ ({args.kind}={args.name}); next:")
+    print(f"  pip install -e {root}")
+    print(f"  pytest {root}/tests")
+    print(f"  {preset_line(args.kind, preset)}")
+    print(f"  {Template(_RUN_LINES[args.kind]).substitute(name=args.name)}")
+    return 0
