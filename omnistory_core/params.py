@@ -251,14 +251,14 @@ def key_params(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_node(cls: type) -> dict[str, Any] | None:
     """The Hydra config node of a declared component (``tts=mytts`` without a yaml file): its name
-    and every declared default.  ``seed`` is left out (the run's top-level ``seed`` fills it)."""
+    and every default it declares.  The implicit ``seed`` is not among them (the run's top-level
+    ``seed`` fills it); a component that declares ``seed`` itself keeps its own."""
     params = getattr(cls, "parameters", None)
     if params is None:
         return None
     node: dict[str, Any] = {"name": cls.name}
     for param in params:
-        if param.name != "seed":
-            node[param.name] = _yaml_value(param.default)
+        node[param.name] = _yaml_value(param.default)
     return node
 
 

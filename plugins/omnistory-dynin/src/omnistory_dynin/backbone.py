@@ -27,7 +27,7 @@ from omnistory_dynin.params import (
     DEFAULTS,
     NAME,
     OUTPUT_PARAMS,
-    RUNTIME,
+    PARAMETERS,
     ParamError,
     check_params,
 )
@@ -97,7 +97,7 @@ class DyninOmni(Backbone):
     version = "1"
     produces = frozenset({"text", "image", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = RUNTIME
+    parameters = PARAMETERS
     default_batch_size = 1
     description = "Dynin-Omni: text, image and speech in one joint masked-diffusion pass"
     requirements: ClassVar[tuple[str, ...]] = DYNIN_REQUIREMENTS
@@ -105,7 +105,7 @@ class DyninOmni(Backbone):
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings = check_params(params)
+            self.settings = check_params(self.params)
             if self.settings["backend"] == "transformers":
                 self.source_dir = check_source_dir(self.settings["source_dir"])
             else:

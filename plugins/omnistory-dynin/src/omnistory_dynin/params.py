@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from omnistory_core.params import Param
 from omnistory_dynin.layout import parse_layout
 
 NAME = "dynin"
@@ -18,70 +19,92 @@ MODEL_REVISION = "04799bddcf17e666976f6894516a4a34b85b12ad"
 IMAGE_CODEC_REVISION = "5a869517cbbda6ac4de8b438fc59b7f053cb4238"
 SPEECH_CODEC_REVISION = "1062a384c4950fcda60be38fc0fc3f169acc7e77"
 
-DEFAULTS: dict[str, Any] = {
-    "backend": "transformers",
+PARAMETERS: tuple[Param, ...] = (
+    Param(
+        "backend",
+        str,
+        "transformers",
+        "transformers (the joint pass here; needs source_dir) | vllm_omni (a vLLM-Omni server)",
+        choices=BACKENDS,
+    ),
     # -- the checkpoints (both backends read model) --
-    "model": "snu-aidas/Dynin-Omni_nips",
-    "revision": MODEL_REVISION,
-    "image_codec": "snu-aidas/magvitv2",
-    "image_codec_revision": IMAGE_CODEC_REVISION,
-    "speech_codec": "snu-aidas/emova_speech_tokenizer_vllm",
-    "speech_codec_revision": SPEECH_CODEC_REVISION,
-    "speech_runtime_repo": "snu-aidas/emova_speech_tokenizer_vllm",
+    Param("model", str, "snu-aidas/Dynin-Omni_nips", "hub id or local directory"),
+    Param("revision", str, MODEL_REVISION, "hub revision the runner pins (hub ids only)"),
+    Param("image_codec", str, "snu-aidas/magvitv2", "MAGVIT-v2 image tokenizer"),
+    Param("image_codec_revision", str, IMAGE_CODEC_REVISION, "hub revision the runner pins"),
+    Param("speech_codec", str, "snu-aidas/emova_speech_tokenizer_vllm", "EMOVA speech decoder"),
+    Param("speech_codec_revision", str, SPEECH_CODEC_REVISION, "hub revision the runner pins"),
+    Param(
+        "speech_runtime_repo",
+        str,
+        "snu-aidas/emova_speech_tokenizer_vllm",
+        "the speech decoder config's runtime_repo_id",
+    ),
     # -- the joint pass (transformers backend) --
-    "dtype": "auto",
-    "steps": 128,
-    "text_length": 128,
-    "speech_length": 125,
-    "prompt_length": 1024,
-    "image_resolution": 336,
-    "min_speech_codes": 8,
-    "speech_style": "gender-female_emotion-neutral_speed-normal_pitch-normal",
-    "token_layout": None,
+    Param(
+        "dtype",
+        str,
+        "auto",
+        "auto: bfloat16 on a GPU (the runner's), float32 on the CPU",
+        choices=DTYPES,
+    ),
+    Param("steps", int, 128, "denoising steps, one forward each", ge=1),
+    Param("text_length", int, 128, "text slots (counting <bos>)", ge=2),
+    Param("speech_length", int, 125, "speech slots (counting <soa>)", ge=2),
+    Param("prompt_length", int, 1024, "tokens of the left-padded text prompt", ge=1),
+    Param("image_resolution", int, 336, "square side, a multiple of 16", ge=16),
+    Param("min_speech_codes", int, 8, "fewer generated speech codes is a speech failure", ge=1),
+    Param(
+        "speech_style",
+        str,
+        "gender-female_emotion-neutral_speed-normal_pitch-normal",
+        "the EMOVA decoder's fixed voice (as the runner)",
+    ),
+    Param("token_layout", dict, None, "reserved ids and sizes; null: Dynin-Omni_nips'"),
     # -- both backends --
-    "all_or_nothing": True,
-    "seed": 20261006,
+    Param("all_or_nothing", bool, True, "keep an example only when all three modalities are valid"),
+    Param(
+        "seed",
+        int,
+        20261006,
+        "base seed (+ a hash of each example's inputs); the run's `seed` does not change it",
+        ge=0,
+    ),
     # -- vllm_omni backend --
-    "served_model": None,
-    "extra_body": {},
+    Param("served_model", str, None, "model name sent in requests; null: model"),
+    Param("extra_body", (dict, None), {}, "extra request fields sent verbatim"),
     # -- runtime only --
-    "source_dir": None,
-    "device": "auto",
-    "local_files_only": False,
-    "base_url": None,
-    "api_key_env": "OMNISTORY_DYNIN_API_KEY",
-    "timeout_s": 1800.0,
-    "max_retries": 2,
-    "max_concurrency": 1,
-    "launch": False,
-    "launch_executable": "vllm",
-    "launch_args": [],
-    "launch_host": "127.0.0.1",
-    "launch_port": None,
-    "launch_timeout_s": 1800.0,
-    "launch_log": None,
-}
+    Param(
+        "source_dir",
+        str,
+        None,
+        "transformers: checkout of AIDASLab/Dynin-Omni (the key hashes its models/*.py)",
+        runtime=True,
+    ),
+    Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+    Param("local_files_only", bool, False, "only the local Hugging Face cache", runtime=True),
+    Param(
+        "base_url",
+        str,
+        None,
+        "vllm_omni server; null: $OMNISTORY_DYNIN_BASE_URL, else http://127.0.0.1:8091/v1",
+        runtime=True,
+    ),
+    Param("api_key_env", str, "OMNISTORY_DYNIN_API_KEY", "key variable NAME", runtime=True),
+    Param("timeout_s", float, 1800.0, "per request (seconds)", runtime=True, gt=0),
+    Param("max_retries", int, 2, "retries of a request", runtime=True, ge=0),
+    Param("max_concurrency", int, 1, "examples in flight", runtime=True, ge=1),
+    Param("launch", bool, False, "start the vLLM-Omni server on the first call", runtime=True),
+    Param("launch_executable", (str, list), "vllm", "program or argv prefix", runtime=True),
+    Param("launch_args", (list, None), [], "extra arguments of `serve`", runtime=True),
+    Param("launch_host", str, "127.0.0.1", "host the launched server binds", runtime=True),
+    Param("launch_port", int, None, "null: any free port", runtime=True, ge=1, le=65535),
+    Param("launch_timeout_s", float, 1800.0, "seconds to wait for /health", runtime=True, gt=0),
+    Param("launch_log", str, None, "server log; null: a temporary file", runtime=True),
+)
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
 
-LAUNCH_PARAMS: tuple[str, ...] = (
-    "launch",
-    "launch_executable",
-    "launch_args",
-    "launch_host",
-    "launch_port",
-    "launch_timeout_s",
-    "launch_log",
-)
-RUNTIME: tuple[str, ...] = (
-    "source_dir",
-    "device",
-    "local_files_only",
-    "base_url",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "max_concurrency",
-    *LAUNCH_PARAMS,
-)
+RUNTIME: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.runtime)
 #: what changes the outputs of each backend (the cache key holds these, plus ``backend``)
 OUTPUT_PARAMS: dict[str, tuple[str, ...]] = {
     "transformers": (
@@ -116,10 +139,6 @@ def _is_int(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
@@ -129,13 +148,9 @@ def _optional_text(value: Any) -> bool:
 
 
 def check_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Defaults merged with ``params``, every value checked; :class:`ParamError` otherwise."""
-    unknown = sorted(set(params) - set(DEFAULTS) - {"batch_size"})
-    if unknown:
-        raise ParamError(
-            f"backbone={NAME}: unknown parameter(s) {', '.join(unknown)}; valid: "
-            f"{', '.join(sorted(DEFAULTS))}"
-        )
+    """Defaults merged with ``params`` (keys, types and bounds are checked by the declaration,
+    :data:`PARAMETERS`), the rules the declaration cannot say checked; :class:`ParamError`
+    otherwise."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if k != "batch_size"}}
     for key in ("extra_body",):
         if p[key] is None:
@@ -144,23 +159,17 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
         if p[key] is None:
             p[key] = []
     checks: list[tuple[str, bool, str]] = [
-        ("backend", p["backend"] in BACKENDS, f"one of {', '.join(BACKENDS)}"),
         ("model", _text(p["model"]), "a hub id or a local directory"),
         ("image_codec", _text(p["image_codec"]), "a hub id or a local directory"),
         ("speech_codec", _text(p["speech_codec"]), "a hub id or a local directory"),
         ("speech_runtime_repo", _text(p["speech_runtime_repo"]), "a hub id"),
-        ("dtype", p["dtype"] in DTYPES, f"one of {', '.join(DTYPES)}"),
         (
             "speech_style",
             isinstance(p["speech_style"], str) and bool(STYLE.match(p["speech_style"])),
             "an EMOVA style string like gender-female_emotion-neutral_speed-normal_pitch-normal",
         ),
-        ("all_or_nothing", isinstance(p["all_or_nothing"], bool), "true or false"),
-        ("seed", _is_int(p["seed"], 0), "an integer >= 0"),
         ("served_model", _optional_text(p["served_model"]), "null or the served model name"),
-        ("extra_body", isinstance(p["extra_body"], dict), "a mapping (extra request fields)"),
         ("device", _text(p["device"]), "auto or a torch device such as cuda:0"),
-        ("local_files_only", isinstance(p["local_files_only"], bool), "true or false"),
         (
             "base_url",
             p["base_url"] is None
@@ -168,9 +177,6 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
             "null or an http(s) URL",
         ),
         ("api_key_env", _optional_text(p["api_key_env"]), "null or the NAME of a variable"),
-        ("max_retries", _is_int(p["max_retries"], 0), "an integer >= 0"),
-        ("max_concurrency", _is_int(p["max_concurrency"], 1), "an integer >= 1"),
-        ("launch", isinstance(p["launch"], bool), "true or false"),
         (
             "launch_executable",
             _text(p["launch_executable"])
@@ -188,17 +194,10 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
             "a list of command-line arguments",
         ),
         ("launch_host", _text(p["launch_host"]), "a host name or address"),
-        (
-            "launch_port",
-            p["launch_port"] is None or (_is_int(p["launch_port"], 1) and p["launch_port"] < 65536),
-            "null (any free port) or a TCP port number",
-        ),
         ("launch_log", _optional_text(p["launch_log"]), "null or a file path"),
     ]
     for key in ("revision", "image_codec_revision", "speech_codec_revision"):
         checks.append((key, _optional_text(p[key]), "null or a hub revision"))
-    for key in ("steps", "prompt_length", "min_speech_codes"):
-        checks.append((key, _is_int(p[key], 1), "an integer >= 1"))
     checks.append(
         (
             "image_resolution",
@@ -206,10 +205,6 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
             "a multiple of 16 (MAGVIT-v2 makes one code per 16x16 patch)",
         )
     )
-    for key in ("text_length", "speech_length"):
-        checks.append((key, _is_int(p[key], 2), "an integer >= 2 (one slot is the start token)"))
-    for key in ("timeout_s", "launch_timeout_s"):
-        checks.append((key, _is_number(p[key]) and p[key] > 0, "a number > 0"))
     for key, ok, expected in checks:
         if not ok:
             raise ParamError(f"backbone={NAME}: backbone.{key} must be {expected}, got {p[key]!r}")
