@@ -74,7 +74,7 @@ def test_defaults_are_the_official_runner_settings():
     assert s["flow_steps"] == 10 and s["dtype"] == "auto"
 
 
-def test_the_shipped_yaml_lists_every_parameter_with_its_default(monkeypatch):
+def test_the_shipped_yaml_holds_only_the_environment_variables(monkeypatch):
     from omegaconf import OmegaConf
 
     for var in (
@@ -85,8 +85,9 @@ def test_the_shipped_yaml_lists_every_parameter_with_its_default(monkeypatch):
     ):
         monkeypatch.delenv(var, raising=False)
     conf = OmegaConf.to_container(OmegaConf.create(yaml.safe_load(CONF.read_text())), resolve=True)
-    assert conf.pop("name") == "omnidiffusion" and conf.pop("batch_size") == 1
-    assert conf == DEFAULTS
+    assert conf.pop("name") == "omnidiffusion"
+    assert set(conf) == {"source_dir", "model", "image_tokenizer", "audio_decoder"}
+    assert conf == {k: DEFAULTS[k] for k in conf}  # unset, they give the declared defaults
     monkeypatch.setenv("OMNISTORY_MODEL_BACKBONE_OMNIDIFFUSION", "/models/omni")
     monkeypatch.setenv("OMNISTORY_MODEL_BACKBONE_OMNIDIFFUSION_DECODER", "/models/decoder")
     conf = OmegaConf.to_container(OmegaConf.create(yaml.safe_load(CONF.read_text())), resolve=True)

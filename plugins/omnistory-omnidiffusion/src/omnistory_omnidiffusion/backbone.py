@@ -33,12 +33,13 @@ from omnistory_core.experts.diffusion import (
     resolve_device,
     resolve_dtype,
 )
+from omnistory_core.params import ParamError
 from omnistory_omnidiffusion import prompts
 from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import (
     DEFAULTS,
+    PARAMETERS,
     PASSES,
-    RUNTIME_PARAMS,
     check_settings,
     checkpoints,
 )
@@ -139,7 +140,7 @@ class OmniDiffusion(Backbone):
     version = "1"
     produces = frozenset({"text", "image", "speech"})
     reads = ("current_image", "current_text", "metadata", "conditions")
-    runtime_params = RUNTIME_PARAMS
+    parameters = PARAMETERS
     default_batch_size = 1
     description = "Omni-Diffusion (masked diffusion, any-to-any): narration, illustration, speech"
     requirements: ClassVar[tuple[str, ...]] = OMNIDIFFUSION_REQUIREMENTS
@@ -148,12 +149,10 @@ class OmniDiffusion(Backbone):
     def __init__(self, **params: Any):
         super().__init__(**params)
         try:
-            self.settings = check_settings(params)
-            self.source_dir = check_source_dir(params.get("source_dir"))
+            self.settings = check_settings(self.params)
+            self.source_dir = check_source_dir(self.params["source_dir"])
         except (SettingsError, SourceError) as exc:
-            from omnistory_core.engine.job import ConfigError
-
-            raise ConfigError(str(exc)) from None
+            raise ParamError(str(exc)) from None
         self.source_digest = tree_digest(self.source_dir)
         self.source_revision = git_revision(self.source_dir)
         self.model: Any = None

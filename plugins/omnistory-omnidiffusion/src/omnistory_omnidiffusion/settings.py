@@ -9,66 +9,82 @@ from typing import Any
 from omnistory_core.experts.diffusion import (
     DTYPE_NAMES,
     SettingsError,
-    check_params,
     non_negative_float,
     positive_int,
     setting,
 )
+from omnistory_core.params import Param
 
 #: denoising orders the Dream sampler (``generation_utils.py`` of the checkpoint) knows
 ALGORITHMS = ("origin", "maskgit_plus", "topk_margin", "entropy", "entropy-penalty")
 #: what happens when the planning pass leaves a line out (see README)
 FALLBACKS = ("official", "none")
 
-DEFAULTS: dict[str, Any] = {
-    # git checkout of VITA-MLLM/Omni-Diffusion with its GLM-4-Voice submodule (runtime only)
-    "source_dir": None,
-    # checkpoints: hub ids or local directories
-    "model": "lijiang/Omni-Diffusion",
-    "revision": None,
-    "image_tokenizer": "showlab/magvitv2",
-    "image_tokenizer_revision": None,
-    "audio_decoder": "THUDM/glm-4-voice-decoder",
-    "audio_decoder_revision": None,
-    # what a missing NARRATION / SPEAKER / SPEECH / IMAGE_PROMPT line becomes
-    "fallbacks": "official",
-    # random, numpy and torch are seeded once, when the model loads; null = the run's seed
-    "load_seed": 42,
-    # the current page is resized and centre-cropped to this square before MAGVIT encodes it
-    "input_resolution": 512,
-    # shared by every pass
-    "temperature": 0.0,
-    "top_p": 0.9,
-    # 1. planning pass (current page + story inputs -> four labelled lines)
-    "plan_max_tokens": 192,
-    "plan_steps": 192,
-    "plan_alg": "entropy",
-    "plan_repeat_penalty": 1.05,
-    # 1b. one more planning pass when the first wrote no SPEECH line
-    "recovery_max_tokens": 80,
-    "recovery_steps": 80,
-    # 2. text-to-image pass
-    "image_max_tokens": 260,
-    "image_steps": 260,
-    "image_alg": "entropy-penalty",
-    "image_repeat_penalty": 1.2,
-    "image_position_penalty": 2.0,
-    "image_cfg": 0.0,
-    # 3. text-to-speech pass
-    "speech_max_tokens": 64,
-    "speech_steps": 32,
-    "speech_alg": "entropy",
-    "speech_repeat_penalty": 1.0,
-    # flow-matching steps of the GLM-4-Voice decoder (token2wav's option_steps)
-    "flow_steps": 10,
-    # runtime
-    "dtype": "auto",
-    "device": "auto",
-    "attn_implementation": None,
-}
+
+def _pass(name: str, max_tokens: int, steps: int, alg: str, penalty: float) -> tuple[Param, ...]:
+    return (
+        Param(f"{name}_max_tokens", (int, None), max_tokens, f"{name} pass: new tokens", ge=1),
+        Param(f"{name}_steps", (int, None), steps, f"{name} pass: denoising steps", ge=1),
+        Param(f"{name}_alg", str, alg, f"{name} pass: denoising order", choices=ALGORITHMS),
+        Param(
+            f"{name}_repeat_penalty", (float, None), penalty, f"{name} pass: repeat penalty", gt=0
+        ),
+    )
+
+
+# null (for a number) = the default
+PARAMETERS: tuple[Param, ...] = (
+    Param(
+        "source_dir",
+        str,
+        None,
+        "checkout of VITA-MLLM/Omni-Diffusion with its GLM-4-Voice submodule (required)",
+        runtime=True,
+    ),
+    Param("model", str, "lijiang/Omni-Diffusion", "hub id or local directory"),
+    Param("revision", str, None, "hub revision of the model; null: default branch"),
+    Param("image_tokenizer", str, "showlab/magvitv2", "MAGVIT-v2"),
+    Param("image_tokenizer_revision", str, None, "hub revision of image_tokenizer"),
+    Param("audio_decoder", str, "THUDM/glm-4-voice-decoder", "GLM-4-Voice decoder"),
+    Param("audio_decoder_revision", str, None, "hub revision of audio_decoder"),
+    Param(
+        "fallbacks",
+        str,
+        "official",
+        "what a missing NARRATION/SPEAKER/SPEECH/IMAGE_PROMPT line becomes (README)",
+        choices=FALLBACKS,
+    ),
+    Param(
+        "load_seed",
+        (int, None),
+        42,
+        "random/numpy/torch seeded once when the model loads; null: the run's seed",
+    ),
+    Param("input_resolution", (int, None), 512, "square the current page is cropped to", ge=1),
+    Param("temperature", (float, None), 0.0, "every pass", ge=0),
+    Param("top_p", (float, None), 0.9, "every pass", gt=0, le=1),
+    *_pass("plan", 192, 192, "entropy", 1.05),
+    Param(
+        "recovery_max_tokens",
+        (int, None),
+        80,
+        "one more planning pass when the first wrote no SPEECH line",
+        ge=1,
+    ),
+    Param("recovery_steps", (int, None), 80, "recovery pass: denoising steps", ge=1),
+    *_pass("image", 260, 260, "entropy-penalty", 1.2),
+    Param("image_position_penalty", (float, None), 2.0, "image pass: position penalty", gt=0),
+    Param("image_cfg", (float, None), 0.0, "image pass: classifier-free guidance", ge=0),
+    *_pass("speech", 64, 32, "entropy", 1.0),
+    Param("flow_steps", (int, None), 10, "GLM-4-Voice decoder flow-matching steps", ge=1),
+    Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU"),
+    Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
+    Param("attn_implementation", str, None, "null: transformers' default", runtime=True),
+)
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
 
 #: parameters that do not change outputs (not in the cache key)
-RUNTIME_PARAMS: tuple[str, ...] = ("source_dir", "device", "attn_implementation")
+RUNTIME_PARAMS: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.runtime)
 
 #: (max_tokens, steps, alg, repeat_penalty) keys of each pass
 PASSES: dict[str, tuple[str, str, str, str]] = {
@@ -98,9 +114,9 @@ def _positive_float(key: str, value: Any) -> float:
 
 
 def check_settings(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Every parameter validated and the defaults filled in; a :class:`SettingsError` (one line,
+    """The settings from the declared parameters (keys and types are checked by the
+    declaration): defaults filled in, spellings normalised; a :class:`SettingsError` (one line,
     naming ``backbone=omnidiffusion`` and the parameter) for the first bad one."""
-    check_params(OWNER, params, DEFAULTS)
     s: dict[str, Any] = {}
     for key in ("model", "image_tokenizer", "audio_decoder"):
         s[key] = _string(key, setting(params, DEFAULTS, key))
