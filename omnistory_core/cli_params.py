@@ -65,7 +65,7 @@ def print_params(registry: Any, selections: list[str], as_json: bool = False) ->
     for key, rows in data.items():
         kind, name = key.split("/", 1)
         if rows is None:
-            console.print(f"[bold]{kind}={name}[/bold]: parameters not declared (any key accepted)")
+            console.print(f"[bold]{kind}={name}[/bold]: not declared (see its yaml and README)")
             continue
         table = Table(title=f"{kind}={name}", title_justify="left")
         for col in ("parameter", "type", "default", "doc"):
