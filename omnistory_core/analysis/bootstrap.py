@@ -101,9 +101,13 @@ def paired_bootstrap(
     if policy == "valid":
         weights_den = cube.valid[:, keep, :].reshape(n_cells * n_sys, n_ex).T.astype(np.float64)
         include_point = cube.valid[:, keep, :].any(axis=2)
-    else:
+    elif cube.error is None:
         weights_den = cube.present[keep, :].T.astype(np.float64)
         include_point = cube.has_rows[:, keep, :].any(axis=2)
+    else:  # examples whose evaluator erred leave that cell's denominator only
+        weights_den = cube.scored[:, keep, :].reshape(n_cells * n_sys, n_ex).T.astype(np.float64)
+        include_point = cube.has_rows[:, keep, :].any(axis=2)
+    per_cell = policy == "valid" or cube.error is not None
 
     reps = {name: np.empty((draws, n_sys)) for name in SCORES}
     start = 0
@@ -111,7 +115,7 @@ def paired_bootstrap(
         b = w.shape[0]
         num = (w @ weights_num).reshape(b, n_cells, n_sys)
         den = w @ weights_den
-        den = den.reshape(b, n_cells, n_sys) if policy == "valid" else den[:, None, :]
+        den = den.reshape(b, n_cells, n_sys) if per_cell else den[:, None, :]
         include = include_point[None] & (den > 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = np.where(include, num / np.where(den > 0, den, 1.0), np.nan)

@@ -8,8 +8,12 @@ denominator in Appendix E.5 / F.7.  For every cell, system and example the cube 
   the example is not valid;
 * ``valid``: every required criterion row is present with status ``ok`` (E.5: "four valid
   criterion scores"; E.2: "records without valid extracted metadata are excluded");
-* ``has_rows``: at least one row exists (a judge with rows but no valid example is *reported*; a
-  judge with no rows for a system has simply not been run on it, e.g. in a partial sweep).
+* ``has_rows``: at least one row with an outcome exists (a judge with rows but no valid example is
+  *reported*; a judge with no rows for a system has simply not been run on it, e.g. in a partial
+  sweep);
+* ``error``: the cell has ``error`` rows for the example — its evaluator could not answer (server
+  down, weights missing, ...).  Such an example is neither valid nor a zero: it is left out of the
+  cell's denominators under both policies, and the cell is reported as incomplete.
 
 Leaderboard, bootstrap, agreement and diagnostics are all pure functions of this cube, which makes
 the bootstrap a handful of matrix products instead of a Python loop.
@@ -62,6 +66,20 @@ class ScoreCube:
     present: np.ndarray
     missing: np.ndarray
     judge_criteria: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    error: np.ndarray | None = None  # (cell, system, example); None: no error row anywhere
+
+    @property
+    def errors(self) -> np.ndarray:
+        """(cell, system, example) bool: the evaluator could not answer (``error`` rows)."""
+        if self.error is None:
+            return np.zeros(self.values.shape, dtype=bool)
+        return self.error
+
+    @property
+    def scored(self) -> np.ndarray:
+        """(cell, system, example) bool: the zero-filled denominator — examples of the system
+        whose cell outcome is known (every example of the system except the ``error`` ones)."""
+        return self.present[None, :, :] & ~self.errors
 
     def metric_index(self, evaluator: str) -> int | None:
         """Index of a metric cell, or None when the table has no row for that metric."""
@@ -104,7 +122,9 @@ def build_cube(frame: pd.DataFrame, source: str = "scores table") -> ScoreCube:
     keep = row_cell >= 0
     flat = (row_cell[keep] * n_sys + s_code[keep]) * n_ex + e_code[keep]
     size = n_cells * n_sys * n_ex
-    n_rows = np.bincount(flat, minlength=size)
+    is_error = status[keep] == "error"
+    n_rows = np.bincount(flat[~is_error], minlength=size)
+    n_error = np.bincount(flat[is_error], minlength=size)
     ok = status[keep] == "ok"
     n_ok = np.bincount(flat[ok], minlength=size)
     sum_ok = np.bincount(flat[ok], weights=score[keep][ok], minlength=size)
@@ -134,6 +154,7 @@ def build_cube(frame: pd.DataFrame, source: str = "scores table") -> ScoreCube:
         present=present.reshape(n_sys, n_ex),
         missing=missing.reshape(len(MODALITY_TRACKS), n_sys, n_ex),
         judge_criteria=judge_criteria,
+        error=(n_error.reshape(shape) > 0) & ~valid if is_error.any() else None,
     )
 
 
@@ -223,4 +244,5 @@ def select_systems(cube: ScoreCube, systems: list[str] | tuple[str, ...]) -> Sco
         present=cube.present[idx, :],
         missing=cube.missing[:, idx, :],
         judge_criteria=cube.judge_criteria,
+        error=None if cube.error is None else cube.error[:, idx, :],
     )

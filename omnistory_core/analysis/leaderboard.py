@@ -8,6 +8,11 @@ and keeps every judge that was run on the system (its mean is then 0, not undefi
 
 Automatic metrics use their own valid examples; metrics stay on their native 0–1 scale in the table
 and are multiplied by 10 inside Total Average and the modality scores.
+
+An example whose evaluator could not answer (``error`` rows) is left out of that cell under both
+policies — it is neither a valid score nor a zero.  ``errors_<component>`` counts those examples per
+system; a component (and every total built from it) with a non-zero count is *incomplete*, and the
+report marks it (:func:`incomplete_columns`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ LEADERBOARD_COLUMNS: tuple[str, ...] = (
     "missing_text",
     "missing_image",
     "missing_speech",
+    "errors_bertscore",
+    "errors_clip",
+    "errors_speech_meta",
+    "errors_judge_text",
+    "errors_judge_image",
+    "errors_judge_speech",
+    "errors_judge_omni",
 )
 COMPONENTS: tuple[str, ...] = (
     "bertscore",
@@ -60,19 +72,22 @@ POLICIES = ("valid", "zero")
 def cell_means(cube: ScoreCube) -> pd.DataFrame:
     """One row per (cell, system) with sums, counts and both policies' means.
 
-    Columns: ``kind, track, evaluator, system, n_rows_examples, n_valid, n_examples, sum,
-    valid_mean, zero_mean``.  ``valid_mean`` is NaN without a valid example; ``zero_mean`` is NaN
-    only when the cell has no row at all for the system.
+    Columns: ``kind, track, evaluator, system, n_rows_examples, n_valid, n_error, n_examples,
+    sum, valid_mean, zero_mean``.  ``valid_mean`` is NaN without a valid example; ``zero_mean`` is
+    NaN only when the cell has no row with an outcome for the system.  ``n_error`` examples (the
+    evaluator could not answer) are in neither mean's denominator.
     """
     sums = (cube.values * cube.valid).sum(axis=2)
     n_valid = cube.valid.sum(axis=2)
     n_rows = cube.has_rows.sum(axis=2)
+    n_error = cube.errors.sum(axis=2)
+    n_scored = cube.scored.sum(axis=2)
     n_examples = cube.n_examples
     out = []
     for k, cell in enumerate(cube.cells):
         with np.errstate(invalid="ignore", divide="ignore"):
             valid_mean = np.where(n_valid[k] > 0, sums[k] / n_valid[k], np.nan)
-            zero_mean = np.where(n_rows[k] > 0, sums[k] / n_examples, np.nan)
+            zero_mean = np.where(n_rows[k] > 0, sums[k] / np.maximum(n_scored[k], 1), np.nan)
         out.append(
             pd.DataFrame(
                 {
@@ -82,6 +97,7 @@ def cell_means(cube: ScoreCube) -> pd.DataFrame:
                     "system": cube.systems,
                     "n_rows_examples": n_rows[k],
                     "n_valid": n_valid[k],
+                    "n_error": n_error[k],
                     "n_examples": n_examples,
                     "sum": sums[k],
                     "valid_mean": valid_mean,
@@ -98,6 +114,7 @@ def cell_means(cube: ScoreCube) -> pd.DataFrame:
                 "system",
                 "n_rows_examples",
                 "n_valid",
+                "n_error",
                 "n_examples",
                 "sum",
                 "valid_mean",
@@ -145,7 +162,7 @@ def component_matrix(cube: ScoreCube, policy: str = "valid") -> np.ndarray:
         denom = cube.valid.sum(axis=2)
         include = denom > 0
     else:
-        denom = np.broadcast_to(cube.n_examples, sums.shape)
+        denom = cube.scored.sum(axis=2)  # the system's examples, less those whose evaluator erred
         include = cube.has_rows.any(axis=2)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(include, sums / np.maximum(denom, 1), np.nan)
@@ -181,8 +198,49 @@ def leaderboard(cube: ScoreCube) -> pd.DataFrame:
     missing = cube.missing.sum(axis=2)
     for m, track in enumerate(MODALITY_TRACKS):
         data[f"missing_{track}"] = missing[m]
+    errors = component_errors(cube)
+    for j, name in enumerate(COMPONENTS):
+        data[f"errors_{name}"] = errors[j]
     frame = pd.DataFrame(data, columns=list(LEADERBOARD_COLUMNS))
     return sort_leaderboard(frame)
+
+
+def component_errors(cube: ScoreCube) -> np.ndarray:
+    """(7, S) examples per system whose evaluator could not answer, per Total Average component
+    (a judge track counts an example when any of its judges erred on it)."""
+    out = np.zeros((len(COMPONENTS), len(cube.systems)), dtype=np.int64)
+    errors = cube.errors
+    for j, name in enumerate(METRICS):
+        k = cube.metric_index(name)
+        if k is not None:
+            out[j] = errors[k].sum(axis=1)
+    for j, track in enumerate(JUDGE_TRACKS, start=len(METRICS)):
+        ks = cube.judge_indices(track)
+        if ks:
+            out[j] = errors[ks].any(axis=0).sum(axis=1)
+    return out
+
+
+#: the leaderboard columns each component feeds (the component's own, with its ``_zero`` twin)
+_FED_BY: dict[str, tuple[str, ...]] = {
+    "bertscore": ("text_score", "traditional_total"),
+    "clip": ("image_score", "traditional_total"),
+    "speech_meta": ("speech_score", "traditional_total"),
+    "judge_text": ("text_score",),
+    "judge_image": ("image_score",),
+    "judge_speech": ("speech_score",),
+    "judge_omni": (),
+}
+
+
+def incomplete_columns(row: object) -> set[str]:
+    """The score columns of one leaderboard row (a ``Series`` or an ``itertuples`` row) computed
+    without some examples because their evaluator could not answer."""
+    out: set[str] = set()
+    for name in COMPONENTS:
+        if float(getattr(row, f"errors_{name}", 0) or 0) > 0:
+            out |= {name, f"{name}_zero", "total", "total_zero", *_FED_BY[name]}
+    return out
 
 
 def sort_leaderboard(frame: pd.DataFrame, by: str = "total") -> pd.DataFrame:
@@ -224,10 +282,11 @@ def scaled_components(lb: pd.DataFrame, policy: str = "valid") -> pd.DataFrame:
 
 
 def judge_coverage(cube: ScoreCube) -> pd.DataFrame:
-    """Per (system, track, judge): examples with rows, valid examples, and whether it is excluded.
+    """Per (system, track, judge): examples with rows, valid examples, examples whose judge could
+    not answer (``n_error``, counted apart: neither invalid nor zero), and whether it is excluded.
 
-    ``excluded_valid_only`` is True for a judge that was run on the system but has no valid example:
-    it is left out of that track's valid-only mean (and counts 0 under zero-filled).
+    ``excluded_valid_only`` is True for a judge that answered on the system but has no valid
+    example: it is left out of that track's valid-only mean (and counts 0 under zero-filled).
     """
     means = cell_means(cube)
     judges = means[means["kind"] == "judge"].copy()
@@ -240,6 +299,7 @@ def judge_coverage(cube: ScoreCube) -> pd.DataFrame:
             "n_examples",
             "n_rows_examples",
             "n_valid",
+            "n_error",
             "valid_mean",
             "zero_mean",
             "excluded_valid_only",

@@ -84,7 +84,7 @@ def compute_statistics(
     out: dict[str, StatTable] = {}
     out["judge_coverage"] = StatTable(
         "Judge coverage (a judge run on a system without a valid example is excluded "
-        "from the valid-only mean)",
+        "from the valid-only mean; n_error: examples it could not answer, in no mean)",
         judge_coverage(cube),
     )
     for track in ("text", "image", "speech", "omni"):

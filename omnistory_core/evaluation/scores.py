@@ -3,7 +3,15 @@
 This format is a public contract shared by metrics, judges and the analysis/report code::
 
     {"system", "example_id", "kind": "metric"|"judge", "track": "text"|"image"|"speech"|"omni",
-     "evaluator", "criterion", "score": float|null, "status": "ok"|"missing_output"|"invalid"}
+     "evaluator", "criterion", "score": float|null,
+     "status": "ok"|"missing_output"|"invalid"|"error"}
+
+Statuses: ``ok`` a score; ``missing_output`` the system produced no output to score; ``invalid``
+the evaluator answered and the answer is unusable after the permitted repair (the paper's meaning);
+``error`` the evaluator could not run (missing package, weights or key, server unreachable, timeout
+after retries, out of memory, worker crash).  An ``error`` row also has a ``cause`` field; it is
+never a score: aggregation leaves its example out under both policies and the next ``evaluate``
+recomputes it.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from pathlib import Path
 
 KINDS = ("metric", "judge")
 TRACKS = ("text", "image", "speech", "omni")
-STATUSES = ("ok", "missing_output", "invalid")
+STATUSES = ("ok", "missing_output", "invalid", "error")
 COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion", "score", "status")
 
 
@@ -30,6 +38,8 @@ class ScoreRow:
     criterion: str
     score: float | None
     status: str
+    #: why an ``error`` row has no score (outside COLUMNS: the analysis never reads it)
+    cause: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -40,9 +50,14 @@ class ScoreRow:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
         if self.status == "ok" and self.score is None:
             raise ValueError("a row with status 'ok' needs a score")
+        if self.status == "error" and self.score is not None:
+            raise ValueError("a row with status 'error' has no score")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if data["cause"] is None:
+            del data["cause"]
+        return data
 
 
 def write_scores(path: str | Path, rows: Iterable[ScoreRow]) -> int:
@@ -68,6 +83,9 @@ def read_scores(path: str | Path) -> Iterator[ScoreRow]:
                 continue
             try:
                 data = json.loads(line)
-                yield ScoreRow(**{k: data[k] for k in COLUMNS})
+                cause = data.get("cause")
+                yield ScoreRow(
+                    **{k: data[k] for k in COLUMNS}, cause=None if cause is None else str(cause)
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}:{lineno}: invalid scores row: {exc}") from exc

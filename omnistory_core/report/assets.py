@@ -50,8 +50,10 @@ pre { white-space: pre-wrap; word-break: break-word; background: var(--bg-soft);
 audio { width: 100%; margin-top: 6px; }
 .scoreline { font-size: 12px; color: var(--muted); margin: 6px 0; }
 .st-invalid { color: var(--bad); } .st-missing_output { color: var(--muted); }
+.st-error { color: var(--bad); font-style: italic; }
 nav.pager { display: flex; justify-content: space-between; margin: 10px 0; }
 .note { color: var(--muted); }
+.incomplete { color: var(--bad); font-weight: bold; }
 """
 
 SCRIPT = """

@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,20 @@ def build_report(
         ),
         exclude=oracles,
     )
+    n_error = int(cube.errors.any(axis=0).sum())
+    if n_error:
+        # every number below leaves these examples out of the affected cells: say so everywhere
+        incomplete = (
+            f"Incomplete: {n_error} (system, example) pair(s) have evaluator errors (status "
+            "`error`: the evaluator could not answer); the affected cells are computed without "
+            "them, neither as valid nor as zero (see `errors_*` in the leaderboard and `n_error` "
+            "in judge_coverage). Rerun `evaluate` once the cause is fixed."
+        )
+        notes.append(incomplete)
+        stats = {
+            k: replace(t, note=f"{t.note}\n\n{incomplete}" if t.note else incomplete)
+            for k, t in stats.items()
+        }
     tables_dir = out_dir / "tables"
     table_links = []
     if not failures.empty:
@@ -197,6 +212,14 @@ def build_report(
         excluded = excluded[excluded["excluded_valid_only"]]
         if not excluded.empty:
             inline.insert(0, ("Judges left out of valid-only means (no valid example)", excluded))
+        if n_error:
+            from omnistory_core.analysis.leaderboard import cell_means
+
+            erred = cell_means(cube)
+            erred = erred[erred["n_error"] > 0][
+                ["system", "kind", "track", "evaluator", "n_examples", "n_error"]
+            ]
+            inline.insert(0, ("Evaluator errors (examples left out of these cells)", erred))
         write_html_report(
             ReportContext(
                 out_dir=out_dir,

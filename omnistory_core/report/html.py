@@ -29,10 +29,11 @@ import pandas as pd
 
 from omnistory_core.analysis.cube import JUDGE_TRACKS, ScoreCube
 from omnistory_core.analysis.frame import category_codes, column_values
+from omnistory_core.analysis.leaderboard import incomplete_columns
 from omnistory_core.contract import MODALITIES, StoryExample
 from omnistory_core.report.assets import SCRIPT, STYLE
 from omnistory_core.report.rundir import PARADIGMS, SystemRun
-from omnistory_core.report.tables import MISSING, format_value
+from omnistory_core.report.tables import INCOMPLETE, MISSING, error_footnote, format_value
 
 _EXT = {"text": ".txt", "image": ".png", "speech": ".wav"}
 
@@ -564,9 +565,17 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
         name = f'<a href="systems/{sys_slugs[system]}.html">{escape(system)}</a>'
         if oracle:
             name += '<span class="badge oracle" title="reads the reference">ORACLE</span>'
+        marks = incomplete_columns(row)
         cells = "".join(
             f'<td data-v="{getattr(row, c)}">'
-            f"{escape(format_value(getattr(row, c), d, trim_integers=d == 0))}</td>"
+            f"{escape(format_value(getattr(row, c), d, trim_integers=d == 0))}"
+            + (
+                f' <span class="incomplete" title="computed without examples whose evaluator '
+                f'could not answer">{INCOMPLETE}</span>'
+                if c in marks
+                else ""
+            )
+            + "</td>"
             for c, _, d in cols
         )
         rows.append(
@@ -576,10 +585,12 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
             f'<td>{rank}</td><td class="l">{name}</td>'
             f'<td class="l">{escape(_paradigm(ctx, system))}</td>{cells}</tr>'
         )
+    footnote = error_footnote(ctx.lb)
+    note = f'<p class="note incomplete-note">{escape(footnote)}</p>' if footnote else ""
     return (
         _controls("#leaderboard", oracle=True, label="systems")
         + f'<div class="scroll"><table class="sortable" id="leaderboard"><thead><tr>{head}</tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table></div>{note}"
     )
 
 

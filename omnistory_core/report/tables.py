@@ -8,9 +8,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from omnistory_core.analysis.leaderboard import LEADERBOARD_COLUMNS
+from omnistory_core.analysis.leaderboard import COMPONENTS, LEADERBOARD_COLUMNS, incomplete_columns
 
 MISSING = "—"
+INCOMPLETE = "†"
+ERROR_COLUMNS = tuple(f"errors_{c}" for c in COMPONENTS)
+
+
+def error_footnote(lb: pd.DataFrame) -> str:
+    """The footnote for cells marked † (empty when every cell is complete)."""
+    if lb.empty or not any(c in lb for c in ERROR_COLUMNS):
+        return ""
+    total = int(lb[[c for c in ERROR_COLUMNS if c in lb]].to_numpy().sum())
+    if not total:
+        return ""
+    return (
+        f"{INCOMPLETE} incomplete: computed without the examples whose evaluator could not answer "
+        "(status `error`: server down, weights missing, ...); they count neither as valid nor as "
+        "zero. `errors_*` give the number per component. Rerun `evaluate` once the cause is fixed."
+    )
 
 
 def format_value(value: object, digits: int = 4, trim_integers: bool = True) -> str:
@@ -76,8 +92,9 @@ def write_table(
 def write_leaderboard(lb: pd.DataFrame, info: pd.DataFrame, directory: Path) -> tuple[Path, Path]:
     """``leaderboard.csv`` with exactly LEADERBOARD_COLUMNS, and ``leaderboard.md``.
 
-    The Markdown view adds rank, paradigm and an oracle marker (the CSV columns are a contract and
-    stay as they are).
+    The Markdown view adds rank, paradigm and an oracle marker, and marks with † (and a footnote)
+    every number computed without examples whose evaluator could not answer; the CSV columns are a
+    contract and stay numeric (its ``errors_*`` columns carry the same information).
     """
     directory.mkdir(parents=True, exist_ok=True)
     csv_path = directory / "leaderboard.csv"
@@ -86,18 +103,29 @@ def write_leaderboard(lb: pd.DataFrame, info: pd.DataFrame, directory: Path) -> 
     view = pd.DataFrame({"rank": np.arange(1, len(lb) + 1)})
     view["system"] = [f"{s} ⚠ ORACLE" if _is_oracle(info, s) else s for s in lb["system"]]
     view["paradigm"] = [_paradigm(info, s) for s in lb["system"]]
+    footnote = error_footnote(lb)
+    marks = [incomplete_columns(row) for _, row in lb.iterrows()]
     for col in LEADERBOARD_COLUMNS[1:]:
-        view[col] = lb[col].to_numpy()
+        if col in ERROR_COLUMNS and not footnote:
+            continue  # all zero: the columns would only be noise
+        values = lb[col].to_numpy()
+        if any(col in m for m in marks):  # a number computed without some examples: say so
+            values = [
+                f"{format_value(v)} {INCOMPLETE}" if col in m else v
+                for v, m in zip(values, marks, strict=True)
+            ]
+        view[col] = values
+    counts = {"rank", "n_examples", *(c for c in view if "missing" in c or c in ERROR_COLUMNS)}
     md = [
         "# Omni-StoryBench leaderboard\n",
         "Valid-only scores (Appendix E.5) first, then zero-filled (`_zero`, Appendix F.4). "
         "Metrics on their native 0–1 scale, judges on 1–10; Total Average = (10·BERT + 10·CLIP + "
         "10·Meta + J_text + J_image + J_speech + J_omni) / 7. `missing_*` count examples whose "
         "output is missing. Systems marked ⚠ ORACLE read the reference and are not comparable.\n",
-        markdown_table(
-            view, integer_columns={"rank", "n_examples", *(c for c in view if "missing" in c)}
-        ),
+        markdown_table(view, integer_columns=counts),
     ]
+    if footnote:
+        md.append(footnote + "\n")
     md_path = directory / "leaderboard.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
     return csv_path, md_path

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from omnistory_core.report.tables import format_value
+from omnistory_core.analysis.leaderboard import incomplete_columns
+from omnistory_core.report.tables import INCOMPLETE, error_footnote, format_value
 
 _COLUMNS = (
     ("bertscore", "BERT"),
@@ -40,13 +41,18 @@ def leaderboard_table(lb: pd.DataFrame, info: pd.DataFrame):
         oracle = bool(system in info.index and info.loc[system, "oracle"])
         paradigm = str(info.loc[system, "paradigm"]) if system in info.index else "unknown"
         name = f"[bold red]{system} (ORACLE)[/]" if oracle else system
+        marks = incomplete_columns(row)
         cells = [
             format_value(
                 getattr(row, col), 3 if col.startswith("judge") else 4, col.startswith("missing")
             )
+            + (f" [yellow]{INCOMPLETE}[/]" if col in marks else "")
             for col, _ in _COLUMNS
         ]
         table.add_row(str(rank), name, paradigm, *cells)
+    footnote = error_footnote(lb)
+    if footnote:
+        table.caption = footnote.replace("`", "'")
     return table
 
 
