@@ -101,6 +101,9 @@ def evaluate_sweep(root: Path) -> dict:
                 f"judge.{judge}.base_url={server.base_url}",
                 "--set",
                 f"judge.{judge}.model={track}",
+                # every stand-in answer parses; without this the pre-flight asks for vLLM
+                "--set",
+                f"judge.{judge}.repair=false",
             ]
         proc = subprocess.run(
             [

@@ -295,27 +295,33 @@ class SweepCallback(Callback):  # type: ignore[misc]
             sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
         )
         log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
-        finish_sweep(config, sweep_dir)
+        status = finish_sweep(config, sweep_dir)
         if failed:
             for job in failed:
                 log.error("job %s failed: %s", job["system_id"], job["error"])
             raise SystemExit(1)
+        if status:
+            raise SystemExit(status)
 
 
-def finish_sweep(config: DictConfig, run_dir: Path) -> None:
-    """End of a sweep: evaluation (if configured), then the report from whatever is scored."""
+def finish_sweep(config: DictConfig, run_dir: Path) -> int:
+    """End of a sweep: evaluation (if configured), then the report from whatever is scored.
+    Returns the evaluation's exit status (2: its pre-flight stopped it, 1: 'error' rows remain)."""
     evaluation = OmegaConf.to_container(config.evaluation, resolve=True)
     metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
     scores = run_dir / "scores.jsonl"
+    status = 0
     if metrics or judges:
-        from omnistory_core.evaluation.command import run_evaluation
+        from omnistory_core.evaluation.command import evaluate_and_summarize
 
-        run_evaluation(
+        # pre-flight problems or remaining 'error' rows fail the sweep, after its report
+        status, _ = evaluate_and_summarize(
             run_dir,
             metrics=metrics,
             judges=judges,
             overrides=list(evaluation.get("overrides") or []),
             progress_enabled=bool(config.engine.progress),
+            allow_partial=bool(evaluation.get("allow_partial", False)),
         )
         log.info("scores: %s", scores)
     if evaluation.get("report", True):
@@ -335,6 +341,7 @@ def finish_sweep(config: DictConfig, run_dir: Path) -> None:
             )
         else:
             log.info("report: %s", out / "index.html")
+    return status
 
 
 def output_dir_of_current_job() -> Path:

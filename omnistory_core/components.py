@@ -242,9 +242,11 @@ class EvalResult:
     """What a metric or judge returns for one item.
 
     ``scores`` maps every criterion of the evaluator to a float, or ``None`` where that criterion
-    could not be scored.  ``status`` is ``"ok"`` or ``"invalid"`` (the scores-table statuses;
-    ``missing_output`` is decided by the engine before the evaluator is called).  ``detail`` is kept
-    for audit (raw judge response, parse status, repairs, transcripts, ...) and must be JSON-able.
+    could not be scored.  ``status`` is ``"ok"``, ``"invalid"`` (the evaluator answered; the answer
+    or the item's input is unusable) or ``"error"`` (the evaluator itself failed: never cached,
+    recomputed next run); ``missing_output`` is decided before the evaluator is called.
+    ``detail`` is kept for audit (raw judge response, parse status, repairs, transcripts, ...) and
+    must be JSON-able.
     """
 
     scores: dict[str, float | None]

@@ -5,6 +5,10 @@ in the run directory.  Items are keyed like any other call (evaluator + version 
 hashes of exactly the inputs it reads), so a narration shared by several systems is scored once,
 re-running resumes where it stopped, and a fully scored sweep loads no model.  Every (system,
 example) gets its rows: a missing output becomes ``missing_output`` rows without any call.
+
+An evaluator that could not answer (see :mod:`omnistory_core.evaluation.outcomes`) gives ``error``
+rows carrying the cause.  Such outcomes never reach the store — and any an older version stored
+are ignored — so the next run computes them again without being asked to.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.components import Evaluator, Media
-from omnistory_core.contract import StoryExample
+from omnistory_core.contract import Failure, StoryExample
 from omnistory_core.engine.hashing import sha256_file
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
 from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.evaluation.outcomes import record_error_cause
 from omnistory_core.evaluation.scores import ScoreRow
 
 CANDIDATE_MODALITY = {
@@ -136,8 +141,21 @@ def candidate_pool(
     return pool, missing
 
 
+def outcome_error(evaluator: Evaluator, outcome: CallRecord | Failure | None) -> str | None:
+    """Why an outcome is an ``error`` (the evaluator did not answer), or None."""
+    if outcome is None:
+        return None
+    if isinstance(outcome, Failure):
+        return " ".join(outcome.message.split()) or outcome.category
+    cause = record_error_cause(outcome)
+    if cause is None and outcome.status == "ok":
+        pending = getattr(evaluator, "result_error", None)  # e.g. an answer awaiting repair
+        cause = pending(outcome.output or {}) if callable(pending) else None
+    return cause
+
+
 def rows_for(
-    evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | None
+    evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | Failure | None
 ) -> list[ScoreRow]:
     kind = evaluator.kind
     base = dict(
@@ -152,6 +170,13 @@ def rows_for(
             ScoreRow(**base, criterion=c, score=None, status="missing_output")
             for c in evaluator.criteria
         ]
+    cause = outcome_error(evaluator, outcome)
+    if cause is not None:
+        return [
+            ScoreRow(**base, criterion=c, score=None, status="error", cause=cause)
+            for c in evaluator.criteria
+        ]
+    assert isinstance(outcome, CallRecord)
     scores = outcome.output.get("scores") or {} if outcome.status == "ok" else {}
     ok = outcome.status == "ok" and outcome.output.get("status", "ok") == "ok"
     rows = []
@@ -164,6 +189,29 @@ def rows_for(
     return rows
 
 
+class ResultStore:
+    """The store as the evaluation stages see it: results only.
+
+    An infrastructure error is a fact about this run, not about the item: it is not written, and
+    one written by an earlier version reads as absent, so the next run computes it again."""
+
+    def __init__(self, store: Store):
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:  # root, lock, put_blob, blob_path ...
+        return getattr(self._store, name)
+
+    def get(self, key: str) -> CallRecord | None:
+        record = self._store.get(key)
+        if record is not None and record_error_cause(record) is not None:
+            return None
+        return record
+
+    def put(self, record: CallRecord) -> None:
+        if record_error_cause(record) is None:
+            self._store.put(record)
+
+
 def evaluate_systems(
     systems: list[SystemOutputs],
     examples: list[StoryExample],
@@ -172,8 +220,14 @@ def evaluate_systems(
     *,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     retry_failures: bool = False,
+    blocked: dict[str, str] | None = None,
 ) -> EvaluationResult:
+    """Score every (system, example) with every evaluator.  ``blocked``: evaluator key -> why it
+    cannot run here (the pre-flight's finding): it is not loaded and its items get ``error``
+    rows with that cause."""
     progress = progress or (lambda label, total: lambda n: None)
+    blocked = blocked or {}
+    store = ResultStore(store) if not isinstance(store, ResultStore) else store
     media = _Hasher()
     pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
     for s, system in enumerate(systems):
@@ -193,54 +247,92 @@ def evaluate_systems(
                     items.append({name: pool[name] for name in evaluator.reads})
         stage_items = [StageItem(n, item) for n, item in enumerate(items) if item is not None]
         result.items[evaluator.key()] = len(stage_items)
-        lazy = LazyComponent(evaluator, stats)
-        outcomes = run_stage(
-            lazy,
-            stage_items,
-            store,
-            retry_failures=retry_failures,
-            advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
-        )
-        _report_load_failure(evaluator, outcomes)
-        finalize = getattr(evaluator, "finalize_stage", None)
-        if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
-            outcomes = finalize(outcomes, store) or outcomes
-        lazy.release()
+        if evaluator.key() in blocked:
+            why = Failure("unavailable", blocked[evaluator.key()])
+            outcomes: dict[int, Any] = {item.index: why for item in stage_items}
+        else:
+            lazy = LazyComponent(evaluator, stats)
+            outcomes = run_stage(
+                lazy,
+                stage_items,
+                store,
+                retry_failures=retry_failures,
+                advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
+            )
+            _report_load_failure(evaluator, outcomes)
+            finalize = getattr(evaluator, "finalize_stage", None)
+            if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
+                outcomes = finalize(outcomes, store) or outcomes
+            lazy.release()
         for n, (system_id, example_id) in enumerate(owners):
             outcome = outcomes.get(n)
             result.rows.extend(rows_for(evaluator, system_id, example_id, outcome))
-            result.audit.setdefault(evaluator.key(), []).append(audit_record(
-                system_id, example_id, outcome))
+            result.audit.setdefault(evaluator.key(), []).append(
+                audit_record(system_id, example_id, outcome, outcome_error(evaluator, outcome))
+            )
     return result
 
 
-def audit_record(system: str, example_id: str, outcome: CallRecord | None) -> dict[str, Any]:
+def audit_record(
+    system: str,
+    example_id: str,
+    outcome: CallRecord | Failure | None,
+    error: str | None = None,
+) -> dict[str, Any]:
     if outcome is None:
         return {"system": system, "example_id": example_id, "status": "missing_output"}
+    if isinstance(outcome, Failure):
+        return {
+            "system": system,
+            "example_id": example_id,
+            "status": "error",
+            "cause": error or outcome.message,
+            "failure": outcome.to_dict(),
+        }
     output = outcome.output or {}
-    return {
+    status = output.get("status", "ok") if outcome.status == "ok" else "failure"
+    record = {
         "system": system,
         "example_id": example_id,
         "call_key": outcome.key,
-        "status": output.get("status", "ok") if outcome.status == "ok" else "failure",
+        "status": "error" if error is not None else status,
         "scores": output.get("scores"),
         "detail": output.get("detail"),
         "failure": outcome.failure,
     }
+    if error is not None:
+        record["cause"] = error
+    return record
+
+
+def status_counts(rows: Iterable[ScoreRow]) -> dict[str, dict[str, int]]:
+    """evaluator key -> rows per status (ok, invalid, error, missing_output)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        counts = out.setdefault(
+            f"{row.kind}/{row.evaluator}",
+            dict.fromkeys(("ok", "invalid", "error", "missing_output"), 0),
+        )
+        counts[row.status] = counts.get(row.status, 0) + 1
+    return out
 
 
 def _report_load_failure(evaluator: Evaluator, outcomes: dict[int, Any]) -> None:
     """A model that could not load (e.g. "skipped: <model> not available offline; run the prefetch
-    command") leaves its rows invalid; say so once, loudly, instead of per row."""
+    command") leaves its rows ``error``; say so once, loudly, instead of per row."""
     import sys
 
     for outcome in outcomes.values():
         failure = getattr(outcome, "failure", None) or {}
         message = failure.get("message", "") if isinstance(failure, dict) else ""
         if message.startswith("load failed:"):
-            print(f"[omnistory] {evaluator.key()}: {message[len('load failed:'):].strip()}"
-                  " (its rows are 'invalid'; python -m omnistory_core prefetch"
-                  f" {evaluator.kind}={evaluator.name})", file=sys.stderr)
+            print(
+                f"[omnistory] {evaluator.key()}: {message[len('load failed:') :].strip()}"
+                " (its rows are 'error' and are recomputed next run; python -m omnistory_core"
+                " prefetch"
+                f" {evaluator.kind}={evaluator.name})",
+                file=sys.stderr,
+            )
             return
 
 

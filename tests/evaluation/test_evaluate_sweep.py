@@ -175,16 +175,19 @@ def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> N
     assert rows["inproc"] == rows["worker"] and len(rows["worker"]) == 8
 
 
-def test_metric_without_weights_says_skipped_and_rows_are_invalid(tmp_path: Path) -> None:
+def test_metric_without_weights_is_stopped_before_scoring_and_never_scored(tmp_path: Path) -> None:
     gen = run_cli("planner=copy", "image=copy", "dataset.limit=2", "output_root=out",
                   "engine.progress=false", cwd=tmp_path)
     assert gen.returncode == 0, gen.stderr
     job = tmp_path / "out/runs/demo/copy-copy-espeak"
-    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
-    proc = run_cli("evaluate", str(job), "--metrics", "clip", "--no-report", "--no-progress",
-                   cwd=tmp_path, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert "metric/clip: skipped: openai/clip-vit-base-patch32 not available offline" in proc.stderr
-    assert "prefetch" in proc.stderr
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"), "COLUMNS": "300"}
+    args = ["evaluate", str(job), "--metrics", "clip", "--no-report", "--no-progress"]
+    proc = run_cli(*args, cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "openai/clip-vit-base-patch32" in proc.stderr and "prefetch metric=clip" in proc.stderr
+    assert not (job / "scores.jsonl").exists()
+    proc = run_cli(*args, "--allow-partial", cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr
     rows = list(read_scores(job / "scores.jsonl"))
-    assert len(rows) == 2 and {(r.status, r.score) for r in rows} == {("invalid", None)}
+    assert len(rows) == 2 and {(r.status, r.score) for r in rows} == {("error", None)}
+    assert all("HF_HUB_OFFLINE is set" in (r.cause or "") for r in rows)

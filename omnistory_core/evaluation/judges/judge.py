@@ -8,9 +8,11 @@ validates every answer with :func:`.parsing.parse_judge_response`.  Each item yi
 * invalid answer: ``status="invalid"``, all scores ``None``; a non-empty one is marked
   ``repair_status="pending"`` for the stage-end :func:`.repair.repair_stage`, an empty one
   ``"not_eligible"``;
-* inference failure (server error after retries, engine error): ``status="invalid"`` with
-  ``detail["inference_status"] == "error"``; never sent to repair.  Callers that cache results
-  may prefer to retry these on the next run.
+* inference failure (server unreachable or failing after retries, out of memory, engine error):
+  ``status="error"`` with ``detail["inference_status"] == "error"``: not an answer, so neither a
+  score nor ``invalid``; the evaluation runner never caches it and retries it on the next run;
+* request rejected for its content (HTTP 400, unreadable attachment, prompt over the context):
+  ``status="invalid"``, ``detail["error_kind"] == "request"``; never sent to repair.
 
 ``detail`` keeps, for audit: judge id, checkpoint, track, backend, raw response, finish reason,
 usage, parse method and failure, rationales, repair status.
@@ -31,7 +33,13 @@ from omnistory_core.evaluation.judges.backends.base import Backend, Generation, 
 from omnistory_core.evaluation.judges.parsing import parse_judge_response
 from omnistory_core.evaluation.judges.render import TRACK_READS, JudgeInputError, render_prompt
 from omnistory_core.evaluation.judges.rubric import criteria_for
-from omnistory_core.evaluation.judges.specs import HOSTED_SPECS, JUDGE_SPECS, JudgeSpec
+from omnistory_core.evaluation.judges.specs import (
+    HOSTED_SPECS,
+    JUDGE_SPECS,
+    REPAIR_SPEC,
+    JudgeSpec,
+)
+from omnistory_core.evaluation.outcomes import REQUEST_REJECTED
 
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
@@ -86,12 +94,14 @@ def result_from_generation(
         detail.update(
             inference_status="error",
             error=generation.error,
+            error_kind=generation.error_kind,
             parse_method="not_attempted",
             failure=f"inference failed: {generation.error}",
             rationales=None,
             repair_status="not_eligible",
         )
-        return EvalResult(scores=dict.fromkeys(keys), status="invalid", detail=detail)
+        status = "invalid" if generation.error_kind == REQUEST_REJECTED else "error"
+        return EvalResult(scores=dict.fromkeys(keys), status=status, detail=detail)
     parsed = parse_judge_response(generation.text, spec.track)
     detail.update(
         inference_status="ok",
@@ -129,6 +139,7 @@ class PaperJudge(Judge):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._backend: Backend | None = None
+        self._repair_problem: str | None = None
 
     @property
     def backend_name(self) -> str:
@@ -201,9 +212,10 @@ class PaperJudge(Judge):
         try:
             repaired = repair_stage(results, repairer).results
         except Exception as exc:  # noqa: BLE001 - keep the stage's results; retry next run
+            self._repair_problem = f"JSON repair model unavailable: {type(exc).__name__}: {exc}"
             warnings.warn(
                 f"judge {self.spec.id}: JSON repair skipped ({type(exc).__name__}: {exc}); "
-                f"{len(keys)} results stay invalid and pending",
+                f"{len(keys)} answers await repair (status error) and are repaired next run",
                 stacklevel=2,
             )
             return outcomes
@@ -227,6 +239,34 @@ class PaperJudge(Judge):
             n: updated.get(getattr(o, "key", None), o) if isinstance(o, CallRecord) else o
             for n, o in outcomes.items()
         }
+
+    def result_error(self, output: dict[str, Any]) -> str | None:
+        """Why a stored answer is not final yet: it awaits the stage-end JSON repair (the repair
+        model could not run).  Until repaired it is an ``error`` row, not ``invalid``: the paper's
+        invalid is an answer unusable *after* the permitted repair."""
+        if self.params.get("repair") and is_pending(output):
+            return self._repair_problem or "answer awaits the stage-end JSON repair"
+        return None
+
+    def preflight_needs(self) -> list[Any]:
+        """What this judge needs to run (checked by ``evaluate`` before scoring anything)."""
+        from omnistory_core.evaluation.preflight import backend_needs
+
+        needs = backend_needs(
+            self.backend_name, self.spec, dict(self.params), f"judge.{self.spec.id}", "judge"
+        )
+        repair = self.params.get("repair")
+        if repair:
+            options = dict(repair) if isinstance(repair, dict) else {}
+            needs += backend_needs(
+                str(options.get("backend") or "vllm"),
+                REPAIR_SPEC,
+                options,
+                f"judge.{self.spec.id}.repair",
+                "JSON repair model",
+                opt_out=f"judge.{self.spec.id}.repair=false",
+            )
+        return needs
 
 
 def is_pending(output: dict[str, Any]) -> bool:

@@ -21,8 +21,9 @@ def completion_body(model: str, content: str, finish_reason: str = "stop") -> di
 class LocalChatServer(FakeServer):
     """``with LocalChatServer(responder) as server: OpenAI(base_url=server.base_url)``."""
 
-    def __init__(self, responder: Callable[[dict[str, Any]], Reply]):
-        super().__init__(responder, usage=None)
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply], port: int = 0):
+        # a fixed port lets a test bring a server up where an earlier run found none
+        super().__init__(responder, usage=None, port=port)
 
     @property
     def requests(self) -> list[Any]:  # type: ignore[override]

@@ -25,6 +25,13 @@ def model_unavailable(model: str, exc: BaseException) -> ComponentError:
     """The error a metric raises from ``load()`` when a checkpoint cannot be loaded (typically
     offline without a prefetched copy); the message starts with ``skipped:`` so reports can show
     it instead of a number."""
+    from pathlib import Path
+
+    if Path(model).is_dir():  # a local checkpoint: fetching would not help
+        return ComponentError(
+            f"skipped: {model} cannot be loaded from that directory ({type(exc).__name__}: {exc})",
+            category="model_error",
+        )
     return ComponentError(
         f"skipped: {model} not available offline; {PREFETCH_HINT} "
         f"({type(exc).__name__}: {exc})",
@@ -35,13 +42,18 @@ def model_unavailable(model: str, exc: BaseException) -> ComponentError:
 def is_missing_checkpoint(exc: BaseException) -> bool:
     """OSError (how transformers reports a checkpoint it cannot find or fetch) or any
     huggingface_hub error (offline, not found, gated, or a path that is not a repo id)."""
-    return isinstance(exc, OSError) or type(exc).__module__.startswith("huggingface_hub")
+    from omnistory_core.hub import is_missing_checkpoint as missing
+
+    return missing(exc)
 
 
 def load_or_skip(model: str, loader: Callable[[], T]) -> T:
-    """Call ``loader``; turn missing-checkpoint errors into :func:`model_unavailable`."""
+    """Call ``loader`` with the local cache first and the hub tried once (see
+    :mod:`omnistory_core.hub`); turn missing-checkpoint errors into :func:`model_unavailable`."""
+    from omnistory_core.hub import load_cache_first
+
     try:
-        return loader()
+        return load_cache_first([model], loader)
     except Exception as exc:
         if is_missing_checkpoint(exc):
             raise model_unavailable(model, exc) from exc

@@ -72,7 +72,19 @@ class BERTScoreMetric(Metric):
         """Hub ids this configuration needs (for prefetching)."""
         return [params.get("model_type") or PAPER_MODEL]
 
+    def preflight_needs(self) -> list[Any]:
+        """Packages and checkpoint, checked by ``evaluate`` before scoring anything."""
+        from omnistory_core.evaluation.preflight import METRICS_EXTRA, package_need, weights_need
+
+        needs = [package_need(m, METRICS_EXTRA) for m in ("bert_score", "transformers", "torch")]
+        return needs + [weights_need(c, "metric=bertscore") for c in self.checkpoints(self.params)]
+
     def load(self) -> None:
+        from omnistory_core.hub import load_cache_first
+
+        load_cache_first(self.checkpoints(self.params), self._load)
+
+    def _load(self) -> None:
         from bert_score import BERTScorer
 
         p = self.params

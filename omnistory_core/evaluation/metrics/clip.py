@@ -70,7 +70,19 @@ class CLIPMetric(Metric):
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         return [params.get("model") or PAPER_MODEL]
 
+    def preflight_needs(self) -> list[Any]:
+        """Packages and checkpoint, checked by ``evaluate`` before scoring anything."""
+        from omnistory_core.evaluation.preflight import METRICS_EXTRA, package_need, weights_need
+
+        needs = [package_need(m, METRICS_EXTRA) for m in ("transformers", "torch")]
+        return needs + [weights_need(c, "metric=clip") for c in self.checkpoints(self.params)]
+
     def load(self) -> None:
+        from omnistory_core.hub import load_cache_first
+
+        load_cache_first(self.checkpoints(self.params), self._load)
+
+    def _load(self) -> None:
         from transformers import CLIPModel, CLIPProcessor
 
         model_id = self.params["model"]

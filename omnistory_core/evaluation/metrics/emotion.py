@@ -18,6 +18,7 @@ from typing import Any
 from omnistory_core.components import ComponentError
 from omnistory_core.evaluation.metrics import emotion_backends
 from omnistory_core.evaluation.metrics._common import is_missing_checkpoint, model_unavailable
+from omnistory_core.evaluation.outcomes import EvaluatorUnavailable, is_infrastructure_exception
 from omnistory_core.evaluation.speech_metadata import canonical_distribution, ensemble_emotion
 
 PAPER_MEMBERS: dict[str, str] = {
@@ -130,7 +131,7 @@ class WorkerMember:
         import numpy as np
 
         if self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
-            raise RuntimeError(f"{self.backend} worker is not running")
+            raise EvaluatorUnavailable(f"{self.backend} worker is not running")
         assert self._tmp is not None
         ids = []
         for wave in waves:
@@ -144,7 +145,7 @@ class WorkerMember:
         while len(replies) < len(ids):
             line = self._proc.stdout.readline()
             if not line:
-                raise RuntimeError(f"{self.backend} worker died ({self._tail_log()})")
+                raise EvaluatorUnavailable(f"{self.backend} worker died ({self._tail_log()})")
             reply = json.loads(line)
             replies[reply.get("id")] = reply
         out: list[RawOutput | Exception] = []
@@ -232,10 +233,12 @@ class EmotionEnsemble:
         for n in range(len(waves)):
             dists: dict[str, dict[str, float]] = {}
             errors = []
+            unavailable = False
             for backend, outputs in per_member.items():
                 raw = outputs[n]
                 if isinstance(raw, Exception):
                     errors.append(f"{backend}: {type(raw).__name__}: {raw}")
+                    unavailable = unavailable or is_infrastructure_exception(raw)
                     continue
                 # only SpeechBrain returns log posteriors; the others return probabilities
                 mode = self.log_scores if backend == "speechbrain" else "never"
@@ -244,7 +247,8 @@ class EmotionEnsemble:
                 except ValueError as exc:
                     errors.append(str(exc))
             if errors:
-                results.append(RuntimeError("; ".join(errors)))
+                error_type = EvaluatorUnavailable if unavailable else RuntimeError
+                results.append(error_type("; ".join(errors)))
                 continue
             label, probs = ensemble_emotion(list(dists.values()))
             results.append(EmotionPrediction(label, probs, dists))

@@ -8,7 +8,9 @@ these four rows (:func:`omnistory_core.evaluation.speech_metadata.metadata_accur
 :func:`~omnistory_core.evaluation.speech_metadata.exact_match`).
 
 Failure policy: a classifier that fails on an item makes *that criterion* ``None`` (its scores row
-is ``invalid``); the other criteria keep their scores and the result status stays ``ok``.  The
+is ``invalid``); the other criteria keep their scores and the result status stays ``ok``.  A
+failure of the machinery instead (a dead emotion worker, out of memory) makes the whole result an
+``error``: it is not stored and the clip is scored again on the next run.  The
 status is ``invalid`` only when no criterion could be scored (e.g. an undecodable WAV).  A failed
 gender prediction leaves pitch scored with the gender-unknown thresholds (145/220 Hz), as the paper
 specifies for unavailable gender; a failed transcription leaves speed ``None``.  A reference
@@ -32,6 +34,7 @@ from omnistory_core.evaluation.metrics.age_gender import AgeGenderClassifier
 from omnistory_core.evaluation.metrics.asr import PAPER_MODEL as WHISPER_MODEL
 from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps
 from omnistory_core.evaluation.metrics.emotion import PAPER_MEMBERS, EmotionEnsemble
+from omnistory_core.evaluation.outcomes import is_infrastructure_exception
 from omnistory_core.evaluation.speech_metadata import (
     FIELDS,
     SAMPLE_RATE,
@@ -43,6 +46,13 @@ from omnistory_core.evaluation.speech_metadata import (
     speaking_rate,
     speed_label,
 )
+
+#: what an in-process emotion recognizer imports (see emotion_backends)
+EMOTION_PACKAGES: dict[str, tuple[str, ...]] = {
+    "speechbrain": ("speechbrain", "torchaudio"),
+    "hubert": ("transformers", "torch"),
+    "emotion2vec": ("funasr",),
+}
 
 
 def reference_labels(item: dict[str, Any]) -> dict[str, str]:
@@ -144,7 +154,37 @@ class SpeechMetaMetric(Metric):
         out["thresholds"] = self.thresholds.to_dict()
         return out
 
+    def preflight_needs(self) -> list[Any]:
+        """Packages, checkpoints and emotion-worker interpreters, checked by ``evaluate`` before
+        scoring anything."""
+        from omnistory_core.evaluation.preflight import (
+            METRICS_EXTRA,
+            Need,
+            package_need,
+            weights_need,
+        )
+
+        needs = [package_need(m, METRICS_EXTRA) for m in ("transformers", "torch", "librosa")]
+        workers = dict(self.params.get("emotion_python") or {})
+        for backend in dict(self.params["emotion_models"]):
+            python = workers.get(backend)
+            setting = f"metric.speech_meta.emotion_python.{backend}"
+            if python:
+                needs.append(Need("interpreter", str(python), f"create it or correct {setting}"))
+                continue
+            for module in EMOTION_PACKAGES.get(backend, ()):
+                needs.append(package_need(module, f"pip install {module}, or set {setting}="
+                                                  "<python of an environment that has it>"))
+        return needs + [weights_need(c, "metric=speech_meta")
+                        for c in self.checkpoints(self.params)]
+
     def load(self) -> None:
+        from omnistory_core.hub import load_cache_first
+
+        # one decision for all five checkpoints; emotion workers inherit the offline mode
+        load_cache_first(self.checkpoints(self.params), self._load)
+
+    def _load(self) -> None:
         p = self.params
         device = resolve_device(p.get("device"))
         asr = WhisperWordTimestamps(p["whisper_model"], device, int(p.get("asr_batch_size") or 8),
@@ -219,6 +259,11 @@ class SpeechMetaMetric(Metric):
             detail["emotion_probs"] = emotion.probabilities
             detail["emotion_members"] = emotion.members
         detail["predicted"] = predicted
+        infrastructure = [_err(x) for x in (transcript, gender, emotion)
+                          if isinstance(x, Exception) and is_infrastructure_exception(x)]
+        if infrastructure:  # not a verdict on this clip: an error row, scored again next run
+            detail["error"] = "; ".join(infrastructure)
+            return EvalResult(scores=dict.fromkeys(FIELDS), status="error", detail=detail)
         if not detail["errors"]:
             del detail["errors"]
         matches = field_matches(predicted, ref)

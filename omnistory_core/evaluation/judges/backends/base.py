@@ -11,10 +11,15 @@ from omnistory_core.evaluation.judges.specs import JudgeSpec
 
 @dataclass
 class Generation:
-    """One raw answer, or why there is none (``error`` set: an inference failure)."""
+    """One raw answer, or why there is none (``error`` set: an inference failure).
+
+    ``error_kind``: ``"request"`` when the request itself was rejected (its content: HTTP 400, an
+    unreadable attachment, a prompt over the context) and would fail again; ``None`` for every
+    other failure (server down, timeout, out of memory), which the next run retries."""
 
     text: str | None
     error: str | None = None
+    error_kind: str | None = None
     finish_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1
@@ -23,10 +28,20 @@ class Generation:
         return {
             "text": self.text,
             "error": self.error,
+            "error_kind": self.error_kind,
             "finish_reason": self.finish_reason,
             "usage": self.usage,
             "attempts": self.attempts,
         }
+
+
+def exception_generation(exc: BaseException) -> Generation:
+    """The :class:`Generation` of a prompt the backend raised on: rejected for its content when the
+    exception is about the input (see :mod:`omnistory_core.evaluation.outcomes`), else an error."""
+    from omnistory_core.evaluation.outcomes import describe_exception, is_item_exception
+
+    kind = "request" if is_item_exception(exc) else None
+    return Generation(text=None, error=describe_exception(exc), error_kind=kind)
 
 
 @dataclass(frozen=True)

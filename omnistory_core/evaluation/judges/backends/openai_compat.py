@@ -14,7 +14,11 @@ server started with ``--allowed-local-media-path``), ``max_tokens_field`` (``max
 
 Failed requests are retried on 408/409/429/5xx, connection errors and timeouts; a ``Retry-After``
 (or ``retry-after-ms``) header sets the wait, otherwise it grows exponentially.  The SDK's own
-retries are off so that this policy is the only one.
+retries are off so that this policy is the only one.  Once a request has found the server
+unreachable after all its retries, the remaining requests of this client fail at once instead of
+each waiting through its own retries.  A request the server rejects for its content (HTTP 400,
+413, 422) or whose attachment cannot be read is marked ``error_kind="request"``; every other
+failure is an infrastructure error that the next run retries.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from omnistory_core.evaluation.judges.render import RenderedPrompt
 from omnistory_core.evaluation.judges.specs import JudgeSpec
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: the request's content is the problem: the same request is rejected again
+REJECTED_STATUSES = frozenset({400, 413, 422})
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -127,6 +133,7 @@ class OpenAICompatibleBackend:
         self._lock = threading.Lock()
         self.in_flight = 0
         self.max_in_flight = 0
+        self._unreachable: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def load(self) -> None:
@@ -187,6 +194,12 @@ class OpenAICompatibleBackend:
         attempt = 0
         while True:
             attempt += 1
+            if self._unreachable is not None:
+                return Generation(
+                    text=None,
+                    error=f"{self._unreachable} (not sent: the server was unreachable)",
+                    attempts=attempt - 1,
+                )
             with self._lock:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -196,7 +209,15 @@ class OpenAICompatibleBackend:
                 status = getattr(exc, "status_code", None)
                 retryable = status is None or status in RETRY_STATUSES
                 if not retryable or attempt > self.max_retries:
-                    return Generation(text=None, error=_describe(exc), attempts=attempt)
+                    down = isinstance(exc, openai.APIConnectionError) and not isinstance(
+                        exc, openai.APITimeoutError
+                    )
+                    if down:
+                        self._unreachable = f"{self.base_url}: {_describe(exc)}"
+                    kind = "request" if status in REJECTED_STATUSES else None
+                    return Generation(
+                        text=None, error=_describe(exc), error_kind=kind, attempts=attempt
+                    )
                 response_obj = getattr(exc, "response", None)
                 wait = retry_after_seconds(getattr(response_obj, "headers", None))
                 if wait is None:
@@ -221,7 +242,12 @@ class OpenAICompatibleBackend:
 
         def one(call: dict[str, Any] | Exception) -> Generation:
             if isinstance(call, Exception):
-                return Generation(text=None, error=f"{type(call).__name__}: {call}", attempts=0)
+                return Generation(
+                    text=None,
+                    error=f"{type(call).__name__}: {call}",
+                    error_kind="request",
+                    attempts=0,
+                )
             return self._call(call)
 
         if self.concurrency == 1 or len(calls) <= 1:

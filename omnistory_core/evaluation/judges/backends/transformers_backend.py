@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnistory_core.evaluation.judges.backends.base import Decoding, Generation
+from omnistory_core.evaluation.judges.backends.base import (
+    Decoding,
+    Generation,
+    exception_generation,
+)
 from omnistory_core.evaluation.judges.render import RenderedPrompt
 from omnistory_core.evaluation.judges.specs import JudgeSpec
 
@@ -115,5 +119,5 @@ class TransformersBackend:
             try:
                 results.append(self._generate_one(prompt))
             except Exception as exc:  # noqa: BLE001 - recorded as this item's inference failure
-                results.append(Generation(text=None, error=f"{type(exc).__name__}: {exc}"))
+                results.append(exception_generation(exc))
         return results

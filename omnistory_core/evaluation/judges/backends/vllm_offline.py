@@ -24,7 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 from omnistory_core.evaluation.judges import media
-from omnistory_core.evaluation.judges.backends.base import Decoding, Generation
+from omnistory_core.evaluation.judges.backends.base import (
+    Decoding,
+    Generation,
+    exception_generation,
+)
 from omnistory_core.evaluation.judges.render import RenderedPrompt
 from omnistory_core.evaluation.judges.specs import JudgeSpec
 
@@ -208,11 +212,11 @@ class VLLMOfflineBackend:
             return self._run(prompts)
         except Exception as exc:  # noqa: BLE001 - one bad prompt must not fail its batch
             if len(prompts) == 1:
-                return [Generation(text=None, error=f"{type(exc).__name__}: {exc}")]
+                return [exception_generation(exc)]
         results = []
         for prompt in prompts:
             try:
                 results.extend(self._run([prompt]))
             except Exception as exc:  # noqa: BLE001 - recorded as this item's inference failure
-                results.append(Generation(text=None, error=f"{type(exc).__name__}: {exc}"))
+                results.append(exception_generation(exc))
         return results
