@@ -31,12 +31,20 @@ _TRUE = {"1", "on", "yes", "true"}
 _probe_result: dict[str, tuple[bool, str]] = {}
 
 
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def offline_variable() -> str | None:
+    """The variable that asks for the cache only (set by the user or :func:`offline_mode`)."""
+    for var in _OFFLINE_VARS:
+        if (os.environ.get(var) or "").strip().lower() in _TRUE:
+            return var
+    return None
+
+
 def offline_requested() -> bool:
     """Whether the user (or an enclosing :func:`offline_mode`) asked for the cache only."""
-    return any(
-        (os.environ.get(var) or "").strip().lower() in _TRUE
-        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    )
+    return offline_variable() is not None
 
 
 def endpoint() -> str:
@@ -52,8 +60,9 @@ def probe_timeout() -> float:
 
 def hub_reachable() -> tuple[bool, str]:
     """(reachable, why not): one request per process and endpoint, never retried."""
-    if offline_requested():
-        return False, "HF_HUB_OFFLINE is set"
+    var = offline_variable()
+    if var is not None:
+        return False, f"{var} is set"
     url = endpoint()
     if url not in _probe_result:
         _probe_result[url] = _probe(url, probe_timeout())
@@ -65,7 +74,10 @@ def _probe(url: str, timeout: float) -> tuple[bool, str]:
     try:
         with urllib.request.urlopen(request, timeout=timeout):
             return True, ""
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
+        # 407 and 5xx come from a proxy or gateway standing in for a hub it could not reach
+        if exc.code == 407 or exc.code >= 500:
+            return False, f"{url} unreachable (HTTP {exc.code} {exc.reason})"
         return True, ""  # the hub answered: reachable, whatever it thinks of the request
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -103,10 +115,9 @@ def checkpoint_state(repo_id: str) -> CheckpointState:
     if cached_snapshot(repo_id) is not None:
         source = "local" if Path(repo_id).exists() else "cache"
         return CheckpointState(repo_id, source)
-    if offline_requested():
-        return CheckpointState(
-            repo_id, "unavailable", "not in the local cache and HF_HUB_OFFLINE is set"
-        )
+    var = offline_variable()
+    if var is not None:
+        return CheckpointState(repo_id, "unavailable", f"not in the local cache and {var} is set")
     reachable, why = hub_reachable()
     if not reachable:
         return CheckpointState(repo_id, "unavailable", f"not in the local cache and {why}")

@@ -269,11 +269,15 @@ def test_offline_hub_makes_metrics_error_rows_with_allow_partial(tmp_path: Path)
     )
     assert gen.returncode == 0, gen.stderr
     job = tmp_path / "out/runs/demo/copy-copy-espeak"
-    # no HF_HUB_OFFLINE: the hub endpoint is simply unreachable
+    # no offline variable: the hub endpoint is simply unreachable (and reached without a proxy,
+    # which would answer for it)
     env = {
         "HF_HUB_OFFLINE": "",
+        "TRANSFORMERS_OFFLINE": "",
         "HF_HOME": str(tmp_path / "empty-hf-home"),
         "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
     }
     proc = run_cli(
         "evaluate",
@@ -289,7 +293,7 @@ def test_offline_hub_makes_metrics_error_rows_with_allow_partial(tmp_path: Path)
     assert proc.returncode == 1, proc.stderr
     rows = list(read_scores(job / "scores.jsonl"))
     assert {r.status for r in rows} == {"error"}
-    assert all("unreachable" in (r.cause or "") for r in rows)
+    assert all("unreachable" in (r.cause or "") for r in rows), [r.cause for r in rows]
     summary = " ".join(proc.stdout.split())
     assert "metric/bertscore" in summary and "metric/clip" in summary
 

@@ -245,3 +245,43 @@ def test_any_component_can_load_cache_first(monkeypatch, tmp_path):
     hub.load_component(expert)
     assert expert.offline_during_load is True  # unreachable hub: fail fast, no per-file retries
     assert not hub.offline_requested()
+
+
+@pytest.mark.parametrize(
+    ("status", "reachable"), [(404, True), (401, True), (502, False), (407, False)]
+)
+def test_hub_probe_tells_a_hub_answer_from_a_gateway_standing_in(monkeypatch, status, reachable):
+    import http.server
+    import threading
+
+    from omnistory_core import hub
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # noqa: N802 - the http.server protocol
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTP_PROXY", "http_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        monkeypatch.setattr(hub, "_probe_result", {})
+        ok, why = hub.hub_reachable()
+        assert ok is reachable
+        assert (why == "") is reachable and (reachable or f"HTTP {status}" in why)
+    finally:
+        server.shutdown()
+
+
+def test_offline_reason_names_the_variable_that_is_set(monkeypatch) -> None:
+    from omnistory_core import hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    assert hub.hub_reachable() == (False, "TRANSFORMERS_OFFLINE is set")
+    assert "TRANSFORMERS_OFFLINE is set" in (hub.checkpoint_state("org/absent").problem or "")
