@@ -1,6 +1,7 @@
 """check_component: it passes a component that keeps the contract and names the check, the
 component and the fix for one that breaks it.  Every class here is a real component run through
-the engine; each broken one breaks exactly one rule."""
+the engine (a metric or judge through the evaluation runner); each broken one breaks exactly one
+rule."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from omnistory_core.components import Backbone, BackboneOutput, Planner, PlannerResponse
+from omnistory_core.components import (
+    Backbone,
+    BackboneOutput,
+    EvalResult,
+    Metric,
+    Planner,
+    PlannerResponse,
+)
 from omnistory_core.contract import Failure
 from omnistory_core.data.demo import load_demo
 from omnistory_core.params import Param
@@ -152,7 +160,14 @@ HEAVY_PLUGIN = '''
 """A plugin module that imports torch when it is imported: plugin discovery pays for it."""
 import torch  # noqa: F401
 
-from omnistory_core.components import Backbone, BackboneOutput, Planner, PlannerResponse
+from omnistory_core.components import (
+    Backbone,
+    BackboneOutput,
+    EvalResult,
+    Metric,
+    Planner,
+    PlannerResponse,
+)
 from omnistory_core.contract import Failure
 from omnistory_core.data.demo import load_demo
 
@@ -351,3 +366,264 @@ def test_a_backbone_that_never_gives_its_expert_a_plan_fails() -> None:
     message = str(info.value)
     assert "outputs: no demo example has speech; a backbone without speech must return" in message
     assert "the tts expert could not run on the backbone's plan" in message
+
+
+# -- metrics and judges: a tiny built-in run on the demo, scored through the evaluation runner ----
+
+
+class GoodMetric(Metric):
+    """Word-overlap share of the gold narration: deterministic, declares its parameters, loads
+    once, keeps its scores in 0-1."""
+
+    name = "good_metric"
+    version = "1"
+    track = "text"
+    criteria = ("share",)
+    reads = ("candidate_text", "reference_text")
+    score_range = (0.0, 1.0)
+    parameters = (
+        Param("lowercase", bool, True, "compare words case-insensitively"),
+        Param("device", str, "cpu", "where the model runs", runtime=True),
+    )
+
+    def load(self) -> None:
+        self.model = "loaded"
+
+    def run_one(self, item: dict[str, Any]) -> EvalResult:
+        def words(text: str) -> set[str]:
+            return set((text.lower() if self.params["lowercase"] else text).split())
+
+        ours, gold = words(item["candidate_text"]), words(item["reference_text"])
+        return EvalResult(scores={"share": len(ours & gold) / max(1, len(gold))})
+
+
+def test_a_metric_that_keeps_the_contract_passes_every_check() -> None:
+    report = check_component(GoodMetric)
+    assert report.component == "metric/good_metric"
+    assert report.passed == [
+        "identity",
+        "reads",
+        "light_import",
+        "outputs",
+        "cache",
+        "runtime_params (device)",
+        "output_params (lowercase, seed)",
+        "deterministic",
+        "failures (through run_one)",
+    ]
+    assert report.skipped == {
+        "unreadable_input": "the evaluator reads no candidate image or speech"
+    }
+    assert report.calls == {"first evaluation": 2, "second evaluation, same store": 0}
+
+
+class GoodImageMetric(Metric):
+    """Area ratio of the generated and the gold image; an unreadable file is an invalid row."""
+
+    name = "good_image_metric"
+    version = "1"
+    track = "image"
+    criteria = ("area_ratio",)
+    reads = ("candidate_image", "reference_image")
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        out: list[Any] = []
+        for item in items:
+            try:
+                ours, gold = (item[k].open_image() for k in ("candidate_image", "reference_image"))
+            except OSError as exc:
+                out.append(self.unreadable(exc))
+                continue
+            area = ours.size[0] * ours.size[1] / (gold.size[0] * gold.size[1])
+            out.append(EvalResult(scores={"area_ratio": area}))
+        return out
+
+    def unreadable(self, exc: OSError) -> EvalResult:
+        return EvalResult({"area_ratio": None}, status="invalid", detail={"error": str(exc)})
+
+
+def test_an_image_metric_scores_an_unreadable_candidate_as_invalid() -> None:
+    report = check_component(GoodImageMetric, score_range=(0, 10))
+    assert report.passed[-2:] == [
+        "failures (through run_batch)",
+        "unreadable_input (candidate_image)",
+    ]
+    assert "outputs.score_range" not in report.skipped
+
+
+class CrashesOnAnUnreadableImage(GoodImageMetric):
+    """Keeps the exception object in its detail: the store cannot write it and the whole
+    evaluation dies on one unreadable file."""
+
+    name = "crashes_on_an_unreadable_image"
+
+    def unreadable(self, exc: OSError) -> EvalResult:
+        return EvalResult({"area_ratio": None}, status="invalid", detail={"error": exc})
+
+
+def test_a_metric_that_crashes_the_evaluation_on_one_example_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(CrashesOnAnUnreadableImage)
+    message = str(info.value)
+    assert message.startswith(
+        "check_component(metric/crashes_on_an_unreadable_image): unreadable_input:"
+    )
+    assert "the evaluation crashed (TypeError:" in message and "not JSON serializable" in message
+
+
+class ScoresGarbage(GoodImageMetric):
+    """Gives an unreadable file the worst score instead of saying it could not score it."""
+
+    name = "scores_garbage"
+
+    def unreadable(self, exc: OSError) -> EvalResult:
+        return EvalResult({"area_ratio": 0.0})
+
+
+def test_a_metric_that_scores_an_unreadable_file_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(ScoresGarbage)
+    message = str(info.value)
+    assert "unreadable_input: its candidate_image (generated.png) does not decode, yet" in message
+    assert "area_ratio = 0.0" in message and "never as a placeholder score" in message
+
+
+class EagerMetric(GoodMetric):
+    """Loads its model when built: a fully scored sweep still pays for the load."""
+
+    name = "eager_metric"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.load()
+
+
+def test_a_metric_that_loads_on_a_cached_evaluation_fails() -> None:
+    with pytest.raises(ConformanceError, match=r"cache: load\(\) ran 1 time\(s\) during a fully"):
+        check_component(EagerMetric)
+
+
+class NoisyMetric(GoodMetric):
+    """Adds unseeded noise: the same sweep scored twice gives two leaderboards."""
+
+    name = "noisy_metric"
+
+    def run_one(self, item: dict[str, Any]) -> EvalResult:
+        return EvalResult(scores={"share": random.random()})
+
+
+def test_a_nondeterministic_metric_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(NoisyMetric)
+    message = str(info.value)
+    assert "deterministic: template-copy-noop / demo example" in message
+    assert "share was ('ok', " in message and "self.params['seed']" in message
+
+
+class BatchWideInvalid(GoodMetric):
+    """Turns one item's exception into an invalid result for its whole batch."""
+
+    name = "batch_wide_invalid"
+    default_batch_size = 8
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        try:
+            return [self.run_one(item) for item in items]
+        except Exception as exc:  # noqa: BLE001 - the bug under test
+            return [EvalResult({"share": None}, "invalid", {"error": str(exc)}) for _ in items]
+
+
+def test_one_items_failure_copied_to_its_batch_fails() -> None:
+    with pytest.raises(ConformanceError) as info:
+        check_component(BatchWideInvalid)
+    assert "failures: run_one() raised for one item but 2 examples carry its error" in str(
+        info.value
+    )
+
+
+class OutOfRange(GoodMetric):
+    name = "out_of_range"
+
+    def run_one(self, item: dict[str, Any]) -> EvalResult:
+        return EvalResult(scores={"share": 1.5})
+
+
+class WrongCriteria(GoodMetric):
+    name = "wrong_criteria"
+
+    def run_one(self, item: dict[str, Any]) -> EvalResult:
+        return EvalResult(scores={"overlap": 0.5})
+
+
+class NoCriteria(GoodMetric):
+    name = "no_criteria"
+    criteria = ()
+
+
+def test_scores_outside_the_range_or_the_criteria_and_a_metric_without_criteria_fail() -> None:
+    with pytest.raises(ConformanceError, match="outputs: .* share = 1.5 is outside the declared"):
+        check_component(OutOfRange)
+    with pytest.raises(ConformanceError, match=r"keys \['overlap'\] are not the criteria"):
+        check_component(WrongCriteria)
+    with pytest.raises(ConformanceError, match="identity: criteria \\(\\) must be a non-empty"):
+        check_component(NoCriteria)
+
+
+HEAVY_METRIC = '''
+"""A metric module that imports torch when it is imported."""
+import torch  # noqa: F401
+
+from omnistory_core.components import EvalResult, Metric
+
+
+class HeavyMetric(Metric):
+    name = "heavy_metric"
+    version = "1"
+    track = "text"
+    criteria = ("length",)
+    reads = ("candidate_text",)
+
+    def run_one(self, item):
+        return EvalResult(scores={"length": float(len(item["candidate_text"]))})
+'''
+
+
+def test_a_metric_with_a_heavy_import_at_module_import_fails(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "heavy_metric_module.py").write_text(textwrap.dedent(HEAVY_METRIC))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from heavy_metric_module import HeavyMetric
+
+    with pytest.raises(ConformanceError) as info:
+        check_component(HeavyMetric)
+    message = str(info.value)
+    assert message.startswith("check_component(metric/heavy_metric): light_import:")
+    assert "heavy_metric_module.py:3" in message
+
+
+def test_a_judge_against_a_fake_openai_server_passes() -> None:
+    from omnistory_core.evaluation.judges import CRITERIA
+    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
+    from omnistory_core.testing import FakeServer, Reply
+
+    verdict = json.dumps({c: {"score": 7, "rationale": "it follows"} for c in CRITERIA["text"]})
+    with FakeServer(lambda body: Reply(text=verdict)) as server:
+        report = check_component(
+            Qwen3TextJudge,
+            backend="openai",
+            base_url=server.openai_base_url,
+            model="local-judge",
+            repair=False,
+        )
+        asked = len(server.requests_for("chat"))
+    assert {check.split()[0] for check in report.passed} >= {
+        "identity",
+        "outputs",
+        "cache",
+        "runtime_params",
+        "deterministic",
+        "failures",
+    }
+    assert "runtime_params (backend, base_url, model, repair)" in report.passed
+    # 2 examples in two stores, 1 neighbour of the raising item; nothing asked when cached
+    assert asked == 5, asked

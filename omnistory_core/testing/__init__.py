@@ -2,7 +2,10 @@
 
 * :func:`check_component` -- run a component through the real engine on the bundled demo and
   assert the contract (identity, ``reads``, light import, output types, load only on a cache miss,
-  same seed same output, output vs runtime parameters in the cache key, failures as data);
+  same seed same output, output vs runtime parameters in the cache key, failures as data); a
+  metric or judge scores a tiny built-in run through the evaluation runner instead (rows and
+  statuses, score range, nothing computed or loaded when cached, same scores twice, result keys,
+  a raising item and an unreadable file as ``invalid``/``error`` rows);
 * :class:`FakeServer` / :class:`Reply` -- a local server speaking the OpenAI Chat Completions,
   Anthropic Messages and vLLM wire protocols, with scripted answers, for API components;
 * :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it;

@@ -64,6 +64,7 @@ _HOOKS = {
     "backbone": "register_backbones",
 }
 _GENERATION_KINDS = tuple(_HOOKS)
+_EVALUATOR_HOOKS = {"metric": "register_metrics", "judge": "register_judges"}
 _MODALITY_OF_KIND = {"planner": "text", "backbone": "text", "image": "image", "tts": "speech"}
 _POISON = "check_component: deliberate failure of this item"
 _CACHED_LOAD = (
@@ -118,6 +119,7 @@ def check_component(
     examples: int = 2,
     vary: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
+    score_range: tuple[float, float] | None = None,
     **kwargs: Any,
 ) -> ConformanceReport:
     """Run ``cls`` with parameters ``kwargs`` through the engine on the first ``examples`` demo
@@ -129,8 +131,19 @@ def check_component(
     suffix, and anything else is skipped with its reason in the report).  ``params`` passes
     parameters whose names clash with these keywords.  Returns a :class:`ConformanceReport`;
     raises :class:`ConformanceError` on the first violation.
+
+    A metric or judge (``kind`` ``metric``/``judge``) is checked as an evaluator instead: a tiny
+    run of built-in systems on the demo is scored through the evaluation runner (see
+    :mod:`omnistory_core.testing.evaluator_conformance`); ``score_range`` ``(low, high)`` bounds
+    its scores (default: the class's ``score_range``, 1-10 for a judge).
     """
     params = {**dict(params or {}), **kwargs}
+    if getattr(cls, "kind", None) in _EVALUATOR_HOOKS:
+        from omnistory_core.testing.evaluator_conformance import check_evaluator
+
+        return check_evaluator(
+            cls, params, examples=examples, vary=vary or {}, score_range=score_range
+        )
     report = ConformanceReport(
         component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
         version=str(getattr(cls, "version", "?")),
@@ -195,7 +208,8 @@ def registry_with(*classes: type) -> Any:
     pm = plugins._make_manager()
     wanted: dict[str, list[type]] = {}
     for c in classes:
-        wanted.setdefault(_HOOKS.get(getattr(c, "kind", ""), "register_planners"), []).append(c)
+        hook = {**_HOOKS, **_EVALUATOR_HOOKS}.get(getattr(c, "kind", ""), "register_planners")
+        wanted.setdefault(hook, []).append(c)
     taken = {(getattr(c, "kind", None), getattr(c, "name", None)) for c in classes}
     plugins._register_plugin(
         pm,
@@ -434,6 +448,17 @@ def _check_identity(cls: type, report: ConformanceReport) -> None:
             f" ({', '.join(_GENERATION_KINDS)}); subclass Planner, ImageExpert, TTSExpert or"
             " Backbone",
         )
+    _check_name_and_version(cls, kind)
+    try:
+        registry_with(cls)
+    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
+        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
+    report.passed.append("identity")
+
+
+def _check_name_and_version(cls: type, kind: str) -> None:
+    from omnistory_core.components import Component
+
     name = cls.__dict__.get("name", getattr(cls, "name", None))
     if not isinstance(name, str) or not name or any(c in name for c in " /=,\t\n"):
         raise _fail(
@@ -458,11 +483,6 @@ def _check_identity(cls: type, report: ConformanceReport) -> None:
             "no version of its own (it inherits the base class's '0'); set version = '1'"
             " and bump it whenever outputs change",
         )
-    try:
-        registry_with(cls)
-    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
-        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
-    report.passed.append("identity")
 
 
 def _check_reads(cls: type, report: ConformanceReport) -> None:
@@ -724,6 +744,7 @@ def _other_value(value: Any, param: Any = None) -> tuple[bool, Any]:
             False,
             f"no other value known for {type(value).__name__} {value!r} (give one in vary=)",
         )
+    problem: str | None = None
     for other in candidates:
         problem = param.problem(other) if param is not None else None
         if problem is None:
@@ -748,8 +769,10 @@ def _variations(
     vary: Mapping[str, Any],
     check: str,
     report: ConformanceReport,
+    build: Any = None,
 ) -> dict[str, Any]:
-    """For each name, another value the component accepts (else a skip reason in the report)."""
+    """For each name, another value the component accepts (else a skip reason in the report).
+    ``build(params)`` builds the component with those parameters (default: in its system)."""
     declaration = _declaration(cls)
     out: dict[str, Any] = {}
     for name in names:
@@ -764,11 +787,14 @@ def _variations(
             report.skipped[f"{check}.{name}"] = other
             continue
         try:
-            _build(
-                registry_with(cls),
-                _system_config(cls, {**params, name: other}, int(params.get("seed", 0))),
-                bool(cls.oracle),
-            )
+            if build is not None:
+                build({**params, name: other})
+            else:
+                _build(
+                    registry_with(cls),
+                    _system_config(cls, {**params, name: other}, int(params.get("seed", 0))),
+                    bool(cls.oracle),
+                )
         except Exception as exc:  # noqa: BLE001 - a value the component refuses is not varied
             report.skipped[f"{check}.{name}"] = f"{other!r} is refused: {exc}"
             continue
