@@ -4,17 +4,19 @@ Layout::
 
     <store>/blobs/<sha[:2]>/<sha>.<ext>      artifacts by content hash (PNG, WAV, ...)
     <store>/calls/<key[:2]>/<key>.json       one record per model call (result or failure)
-    <store>/locks/<key[:2]>/<key>.lock       advisory locks while a call is being computed
+    <store>/locks/<key[:2]>/<key>.lock       flock locks while a call is being computed
+    <store>/locks/<key[:2]>/<key>.lease      or leases, with locks/owners/ (see engine.locking)
 
 Every file appears by atomic rename, so a reader sees either nothing or a complete file; a process
-killed mid-call leaves at most a temp file and a released lock (``flock`` dies with its process),
-and the next run recomputes exactly the calls that have no record.  Several processes may share a
-store: a call is computed by whoever takes its lock first; the others wait and read its record.
+killed mid-call leaves at most a temp file and a released lock (``flock`` dies with its process; a
+lease is reclaimed once it expires), and the next run recomputes exactly the calls that have no
+record.  Several processes, on one machine or many sharing a network filesystem, may share a store:
+a call is computed by whoever takes its lock first; the others wait and read its record.  How keys
+are locked (``flock`` or leases) is :mod:`omnistory_core.engine.locking`'s business.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
@@ -23,6 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.engine.hashing import sha256_bytes
+from omnistory_core.engine.locking import (
+    FlockLock,
+    LeaseLock,
+    LockingError,
+    choose_mode,
+    resolve_settings,
+)
+
+__all__ = ["CallRecord", "KeyLock", "LockingError", "Store", "atomic_write_bytes"]
 
 
 @dataclass
@@ -74,36 +85,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-class KeyLock:
-    """An exclusive advisory lock on one call key."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._fh = None
-
-    def acquire(self, blocking: bool) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            fh.close()
-            return False
-        self._fh = fh
-        return True
-
-    def release(self) -> None:
-        if self._fh is not None:
-            fcntl.flock(self._fh, fcntl.LOCK_UN)
-            self._fh.close()
-            self._fh = None
+#: the flock lock (the name predates lease locking)
+KeyLock = FlockLock
 
 
 class Store:
-    def __init__(self, root: str | os.PathLike[str]):
+    """``locking``: ``flock`` / ``lease`` / ``auto``, ``lease_s``: the lease in seconds; None reads
+    ``OMNISTORY_STORE_LOCKING`` / ``OMNISTORY_STORE_LEASE_S`` (set from ``engine.store_locking`` /
+    ``engine.store_lease_s`` in every Hydra job), else ``auto`` / 60 s."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        locking: str | None = None,
+        lease_s: float | None = None,
+    ):
         self.root = Path(root)
         (self.root / "calls").mkdir(parents=True, exist_ok=True)
         (self.root / "blobs").mkdir(parents=True, exist_ok=True)
+        requested, self.lease_s = resolve_settings(locking, lease_s)
+        self.locking = choose_mode(self.root / "locks", requested)
 
     # -- calls ---------------------------------------------------------------------------
     def _call_path(self, key: str) -> Path:
@@ -129,8 +130,11 @@ class Store:
         data = json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True, indent=1)
         atomic_write_bytes(self._call_path(record.key), data.encode("utf-8"))
 
-    def lock(self, key: str) -> KeyLock:
-        return KeyLock(self.root / "locks" / key[:2] / f"{key}.lock")
+    def lock(self, key: str) -> FlockLock | LeaseLock:
+        locks = self.root / "locks"
+        if self.locking == "lease":
+            return LeaseLock(locks / key[:2] / f"{key}.lease", locks, self.lease_s)
+        return FlockLock(locks / key[:2] / f"{key}.lock")
 
     # -- blobs ---------------------------------------------------------------------------
     def blob_path(self, sha: str, ext: str) -> Path:
