@@ -29,7 +29,8 @@ import warnings
 from typing import Any, ClassVar
 
 from omnistory_core.components import EvalResult, Judge
-from omnistory_core.evaluation.judges.backends.base import Backend, Generation, create_backend
+from omnistory_core.evaluation.judges.backends.base import Backend, Generation
+from omnistory_core.evaluation.judges.backends.registry import create_backend
 from omnistory_core.evaluation.judges.parsing import parse_judge_response
 from omnistory_core.evaluation.judges.render import TRACK_READS, JudgeInputError, render_prompt
 from omnistory_core.evaluation.judges.rubric import criteria_for

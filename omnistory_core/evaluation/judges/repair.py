@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 from omnistory_core.components import EvalResult
 from omnistory_core.evaluation.judges import prompts
-from omnistory_core.evaluation.judges.backends.base import Backend, Generation, create_backend
+from omnistory_core.evaluation.judges.backends.base import Backend, Generation
+from omnistory_core.evaluation.judges.backends.registry import create_backend
 from omnistory_core.evaluation.judges.parsing import parse_judge_response
 from omnistory_core.evaluation.judges.render import RenderedPrompt
 from omnistory_core.evaluation.judges.rubric import criteria_for, repair_json_schema

@@ -1,4 +1,8 @@
-"""What every judge backend does: turn rendered prompts into raw answers, one per prompt."""
+"""What every judge backend does: turn rendered prompts into raw answers, one per prompt.
+
+This module imports no concrete backend: :mod:`~omnistory_core.evaluation.judges.backends.registry`
+names them and imports the chosen one when it is created.
+"""
 
 from __future__ import annotations
 
@@ -77,25 +81,3 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-BACKENDS = ("vllm", "openai", "transformers")
-
-
-def create_backend(name: str, spec: JudgeSpec, params: dict[str, Any]) -> Backend:
-    """Instantiate backend ``name`` for ``spec`` (heavy imports happen in its ``load``)."""
-    if name == "openai":
-        from omnistory_core.evaluation.judges.backends.openai_compat import OpenAICompatibleBackend
-
-        return OpenAICompatibleBackend(spec, params)
-    if name == "vllm":
-        from omnistory_core.evaluation.judges.backends.vllm_offline import VLLMOfflineBackend
-
-        return VLLMOfflineBackend(spec, params)
-    if name == "transformers":
-        from omnistory_core.evaluation.judges.backends.transformers_backend import (
-            TransformersBackend,
-        )
-
-        return TransformersBackend(spec, params)
-    raise ValueError(f"judge {spec.id}: unknown backend {name!r}; expected one of {BACKENDS}")

@@ -12,18 +12,19 @@ switches, stop token ids, multimodal processor options; switch off for hosted AP
 server started with ``--allowed-local-media-path``), ``max_tokens_field`` (``max_tokens`` or
 ``max_completion_tokens``).
 
-Failed requests are retried on 408/409/429/5xx, connection errors and timeouts; a ``Retry-After``
-(or ``retry-after-ms``) header sets the wait, otherwise it grows exponentially.  The SDK's own
-retries are off so that this policy is the only one.  Once a request has found the server
-unreachable after all its retries, the remaining requests of this client fail at once instead of
-each waiting through its own retries.  A request the server rejects for its content (HTTP 400,
-413, 422) or whose attachment cannot be read is marked ``error_kind="request"``; every other
-failure is an infrastructure error that the next run retries.
+Failed requests are retried by the project's one retry policy (:mod:`omnistory_core.retry`, the
+planners' too): on the statuses of :data:`~omnistory_core.retry.RETRYABLE_STATUSES`
+(408/409/425/429/5xx), connection errors and timeouts; a ``Retry-After`` (or ``retry-after-ms``)
+header sets the wait (capped at ``max_retry_wait``), otherwise it grows exponentially from 0.5 s.
+The SDK's own retries are off so that this policy is the only one.  Once a request has found the
+server unreachable after all its retries, the remaining requests of this client fail at once
+instead of each waiting through its own retries.  A request the server rejects for its content
+(HTTP 400, 413, 422) or whose attachment cannot be read is marked ``error_kind="request"``;
+every other failure is an infrastructure error that the next run retries.
 """
 
 from __future__ import annotations
 
-import email.utils
 import os
 import threading
 import time
@@ -36,33 +37,32 @@ from omnistory_core.evaluation.judges import media
 from omnistory_core.evaluation.judges.backends.base import Decoding, Generation
 from omnistory_core.evaluation.judges.render import RenderedPrompt
 from omnistory_core.evaluation.judges.specs import JudgeSpec
+from omnistory_core.retry import (
+    RETRYABLE_STATUSES,
+    ErrorInfo,
+    RetryPolicy,
+    call_with_retries,
+    classify_api_error,
+    parse_retry_after,
+)
 
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: the statuses retried (the shared policy's; kept under this name for existing imports)
+RETRY_STATUSES = RETRYABLE_STATUSES
 #: the request's content is the problem: the same request is rejected again
 REJECTED_STATUSES = frozenset({400, 413, 422})
+#: the first backoff wait without a ``Retry-After`` (doubling each retry, at most 30 s)
+BASE_RETRY_DELAY_S = 0.5
+MAX_BACKOFF_S = 30.0
 
 
 def retry_after_seconds(headers: Any) -> float | None:
-    """The wait a server asked for, from ``retry-after-ms`` or ``Retry-After`` (seconds or date)."""
-    if headers is None:
-        return None
-    value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(float(value) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    when = email.utils.parsedate_to_datetime(value) if value else None
-    if when is None:
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
+    """The wait a server asked for: :func:`omnistory_core.retry.parse_retry_after` (kept under
+    this name for existing imports)."""
+    return parse_retry_after(headers)
+
+
+class _ServerUnreachable(Exception):
+    """Raised instead of sending once an earlier request found the server unreachable."""
 
 
 def to_chat_messages(messages: list[dict[str, Any]], media_mode: str = "data_url") -> list[dict]:
@@ -188,47 +188,59 @@ class OpenAICompatibleBackend:
             kwargs["extra_body"] = extra
         return kwargs
 
+    @property
+    def policy(self) -> RetryPolicy:
+        """The shared retry policy with this judge's ``max_retries`` and ``max_retry_wait``."""
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            base_delay_s=BASE_RETRY_DELAY_S,
+            max_delay_s=min(MAX_BACKOFF_S, self.max_retry_wait),
+            max_retry_after_s=self.max_retry_wait,
+        )
+
+    def classify_error(self, exc: BaseException) -> ErrorInfo:
+        """The shared classification with the openai SDK's timeout and connection errors."""
+        import openai
+
+        if isinstance(exc, _ServerUnreachable):
+            return ErrorInfo("model_error", f"{exc} (not sent: the server was unreachable)")
+        return classify_api_error(
+            exc,
+            timeout_types=(openai.APITimeoutError,),
+            connection_types=(openai.APIConnectionError,),
+        )
+
+    def _send(self, kwargs: dict[str, Any]) -> Any:
+        if self._unreachable is not None:
+            raise _ServerUnreachable(self._unreachable)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return self._client.chat.completions.create(**kwargs)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
     def _call(self, kwargs: dict[str, Any]) -> Generation:
         import openai
 
-        attempt = 0
-        while True:
-            attempt += 1
-            if self._unreachable is not None:
-                return Generation(
-                    text=None,
-                    error=f"{self._unreachable} (not sent: the server was unreachable)",
-                    attempts=attempt - 1,
-                )
-            with self._lock:
-                self.in_flight += 1
-                self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            try:
-                response = self._client.chat.completions.create(**kwargs)
-            except (openai.APIConnectionError, openai.APIStatusError) as exc:
-                status = getattr(exc, "status_code", None)
-                retryable = status is None or status in RETRY_STATUSES
-                if not retryable or attempt > self.max_retries:
-                    down = isinstance(exc, openai.APIConnectionError) and not isinstance(
-                        exc, openai.APITimeoutError
-                    )
-                    if down:
-                        self._unreachable = f"{self.base_url}: {_describe(exc)}"
-                    kind = "request" if status in REJECTED_STATUSES else None
-                    return Generation(
-                        text=None, error=_describe(exc), error_kind=kind, attempts=attempt
-                    )
-                response_obj = getattr(exc, "response", None)
-                wait = retry_after_seconds(getattr(response_obj, "headers", None))
-                if wait is None:
-                    wait = min(0.5 * 2 ** (attempt - 1), 30.0)
-                error_wait = min(wait, self.max_retry_wait)
-            else:
-                return _generation_from(response, attempt)
-            finally:
-                with self._lock:
-                    self.in_flight -= 1
-            self._sleep(error_wait)
+        outcome = call_with_retries(
+            lambda: self._send(kwargs), self.classify_error, self.policy, sleep=self._sleep
+        )
+        if outcome.error is None:
+            return _generation_from(outcome.value, outcome.attempts)
+        exc, error = outcome.exception, outcome.error
+        if isinstance(exc, _ServerUnreachable):
+            return Generation(text=None, error=error.message, attempts=outcome.attempts - 1)
+        if isinstance(exc, openai.APIConnectionError) and not isinstance(
+            exc, openai.APITimeoutError
+        ):
+            self._unreachable = f"{self.base_url}: {error.message}"
+        kind = "request" if error.status in REJECTED_STATUSES else None
+        return Generation(
+            text=None, error=error.message, error_kind=kind, attempts=outcome.attempts
+        )
 
     def generate(self, prompts: list[RenderedPrompt]) -> list[Generation]:
         if self._client is None:
@@ -254,12 +266,6 @@ class OpenAICompatibleBackend:
             return [one(c) for c in calls]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(one, calls))
-
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    prefix = f"HTTP {status}: " if status is not None else ""
-    return f"{prefix}{type(exc).__name__}: {exc}"
 
 
 def _generation_from(response: Any, attempts: int) -> Generation:
