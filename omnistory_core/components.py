@@ -261,6 +261,9 @@ class Evaluator(Component):
 
     track: ClassVar[str]  # "text" | "image" | "speech" | "omni"
     criteria: ClassVar[tuple[str, ...]]
+    #: the closed interval every score lies in, e.g. ``(0.0, 1.0)``; None: undeclared (a judge
+    #: then has the rubric's 1-10).  ``omnistory_core.testing.check_component`` holds scores to it.
+    score_range: ClassVar[tuple[float, float] | None] = None
 
 
 class Metric(Evaluator):

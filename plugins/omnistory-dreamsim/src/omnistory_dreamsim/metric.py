@@ -49,6 +49,7 @@ class DreamSimMetric(Metric):
     version = "1"
     track = "image"
     criteria = ("distance",)
+    score_range = (0.0, 2.0)  # 1 - cosine
     reads = ("candidate_image", "reference_image")
     runtime_params = ("device", "cache_dir", "cache_size")
     default_batch_size = 16
