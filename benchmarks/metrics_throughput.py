@@ -91,7 +91,7 @@ def main() -> None:
 
     import torch
 
-    from omnistory_core.evaluation import speech_metadata as sm
+    from omnistory_core.evaluation import speech_analysis as sm
     from omnistory_core.evaluation.metrics import BERTScoreMetric, CLIPMetric, SpeechMetaMetric
     from omnistory_core.evaluation.metrics import testing as tiny
 

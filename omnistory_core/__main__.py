@@ -20,7 +20,7 @@ def _hydra_main() -> int:
     import hydra
 
     from omnistory_core.app import explain_missing_configs, task
-    from omnistory_core.secrets import check_overrides
+    from omnistory_core.redaction import check_overrides
 
     problem = check_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     if problem:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return _run_user_errors(lambda: prefetch_main(rest))
         if command == "env":
-            from omnistory_core.envs import main as env_main
+            from omnistory_core.environments import main as env_main
 
             return _run_user_errors(lambda: env_main(rest))
         if command == "judges":

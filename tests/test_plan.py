@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnistory_core.contract import LABELS, Failure, Plan, SpeechTarget
-from omnistory_core.plan import (
+from omnistory_core.plan_schema import (
     PLAN_FAILURE_CATEGORIES,
     REPAIRS,
     PlanParseResult,

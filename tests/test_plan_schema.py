@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
 from omnistory_core.contract import LABELS, Plan, SpeechTarget
-from omnistory_core.plan import (
+from omnistory_core.plan_schema import (
     PLAN_SCHEMA_VERSION,
     parse_plan,
     plan_json_schema,
@@ -68,8 +68,8 @@ def test_schema_is_versioned_package_data() -> None:
 ZIP_CHECK = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from omnistory_core.plan import parse_plan, plan_json_schema
-import omnistory_core.plan as plan_module
+from omnistory_core.plan_schema import parse_plan, plan_json_schema
+import omnistory_core.plan_schema as plan_module
 stdlib = set(sys.stdlib_module_names) | {"__main__"}
 outside = sorted({m.split(".")[0] for m in sys.modules} - stdlib)
 result = parse_plan('```json\\n{"text": "n", "t2i": "p", "speech_metadata": {"speaker": {'

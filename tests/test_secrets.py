@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from omnistory_core.secrets import (
+from omnistory_core.redaction import (
     REDACTED,
     SecretFilter,
     check_overrides,

@@ -28,8 +28,8 @@ from typing import Any
 
 from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import EMOTIONS, PITCHES, SPEEDS, Failure
+from omnistory_core.experts.voices import resolve_gender, voice_for
 from omnistory_core.params import Param
-from omnistory_core.voices import resolve_gender, voice_for
 
 # eSpeak NG's female and male voice variants (files under espeak-ng-data/voices/!v).  f5 is left
 # out (heavy breath noise, reduced voicing) and m8 (a special tone-shaped voice).

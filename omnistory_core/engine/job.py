@@ -308,7 +308,7 @@ def _run_job(
 
 
 def _plan_outcome(record: CallRecord | Failure, stats: ComponentStats) -> PlanOutcome:
-    from omnistory_core.plan import parse_plan
+    from omnistory_core.plan_schema import parse_plan
 
     if isinstance(record, Failure):  # pragma: no cover - planners have no upstream
         return PlanOutcome(None, None, record)
@@ -344,7 +344,7 @@ def _backbone_outcome(
 ) -> tuple[PlanOutcome, str | Failure, dict[str, CallRecord | Failure]]:
     """Split one backbone record into the plan fields experts need, the narration and the native
     media, each modality with its own failure."""
-    from omnistory_core.plan import parse_partial_plan
+    from omnistory_core.plan_schema import parse_partial_plan
 
     produces = getattr(backbone, "produces", frozenset())
     if isinstance(record, Failure) or record.status != "ok":

@@ -35,7 +35,7 @@ from dataclasses import InitVar, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: a plan that ``omnistory_core.plan.parse_plan`` accepts
+#: a plan that ``omnistory_core.plan_schema.parse_plan`` accepts
 VALID_PLAN: dict[str, Any] = {
     "narration": 'Pip tapped the glass. "The moon fell behind the hill!" he said.',
     "image_prompt": "A small orange fox taps on a bedroom window at night, flat shapes, "

@@ -46,7 +46,7 @@ def test_shipped_yaml_matches_the_class(cls):
 
 def test_importing_the_metrics_loads_no_heavy_stack():
     code = (
-        "import sys, omnistory_core.evaluation.metrics, omnistory_core.evaluation.speech_metadata;"
+        "import sys, omnistory_core.evaluation.metrics, omnistory_core.evaluation.speech_analysis;"
         "print([m for m in ('torch', 'transformers', 'librosa', 'bert_score', 'numpy')"
         " if m in sys.modules])"
     )

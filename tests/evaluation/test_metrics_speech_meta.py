@@ -29,7 +29,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("librosa")
 
 from omnistory_core.components import ComponentError, Media  # noqa: E402
-from omnistory_core.evaluation import speech_metadata as sm  # noqa: E402
+from omnistory_core.evaluation import speech_analysis as sm  # noqa: E402
 from omnistory_core.evaluation.metrics import emotion_backends  # noqa: E402
 from omnistory_core.evaluation.metrics.age_gender import AgeGenderClassifier  # noqa: E402
 from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps  # noqa: E402

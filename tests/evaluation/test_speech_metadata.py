@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from omnistory_core.evaluation import speech_metadata as sm
+from omnistory_core.evaluation import speech_analysis as sm
 from omnistory_core.evaluation.metrics.testing import synthetic_voice, write_wav
 
 needs_librosa = pytest.mark.skipif(importlib.util.find_spec("librosa") is None,

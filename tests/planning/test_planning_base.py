@@ -16,7 +16,7 @@ import pytest
 from omnistory_core.components import ComponentError, PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.engine.stage import item_key
-from omnistory_core.plan import parse_plan
+from omnistory_core.plan_schema import parse_plan
 from omnistory_core.planning.base import PlannerConfigError, VLMPlanner
 from omnistory_core.planning.messages import openai_chat_messages
 from omnistory_core.planning.replies import ModelReply

@@ -1,7 +1,7 @@
 """Apparent speaker gender with the audeering wav2vec2 age/gender model (paper App. E.2).
 
 Each trimmed 16 kHz waveform is cut into 3.0 s windows with a 1.5 s hop
-(:func:`~omnistory_core.evaluation.speech_metadata.gender_windows`); every window is normalized
+(:func:`~omnistory_core.evaluation.speech_analysis.gender_windows`); every window is normalized
 by the checkpoint's feature extractor and scored on its own; the female, male and child
 probabilities are averaged over windows and the label is binarized from female vs male.
 Windows of equal length (all full windows) are batched together, which does not change them.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnistory_core.evaluation.metrics._common import batched, load_or_skip
-from omnistory_core.evaluation.speech_metadata import (
+from omnistory_core.evaluation.speech_analysis import (
     SAMPLE_RATE,
     binarize_gender,
     gender_windows,

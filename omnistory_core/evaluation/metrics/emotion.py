@@ -19,7 +19,7 @@ from omnistory_core.components import ComponentError
 from omnistory_core.evaluation.metrics import emotion_backends
 from omnistory_core.evaluation.metrics._common import is_missing_checkpoint, model_unavailable
 from omnistory_core.evaluation.outcomes import EvaluatorUnavailable, is_infrastructure_exception
-from omnistory_core.evaluation.speech_metadata import canonical_distribution, ensemble_emotion
+from omnistory_core.evaluation.speech_analysis import canonical_distribution, ensemble_emotion
 
 PAPER_MEMBERS: dict[str, str] = {
     "speechbrain": "speechbrain/emotion-recognition-wav2vec2-IEMOCAP",

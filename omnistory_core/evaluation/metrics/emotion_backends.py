@@ -2,7 +2,7 @@
 
 Each backend maps a trimmed 16 kHz mono float32 waveform to the recognizer's raw output,
 ``(labels, scores)``, in its own label set; canonicalization to neutral/happy/sad/angry happens in
-the parent (:func:`omnistory_core.evaluation.speech_metadata.canonical_distribution`).
+the parent (:func:`omnistory_core.evaluation.speech_analysis.canonical_distribution`).
 
 * ``hubert``: ``superb/hubert-large-superb-er`` via ``AutoFeatureExtractor`` +
   ``AutoModelForAudioClassification``; softmax over logits; labels from ``config.id2label``.

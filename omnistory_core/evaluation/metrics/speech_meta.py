@@ -4,8 +4,8 @@ For each generated clip the four fields are predicted — emotion (three-recogni
 (Whisper word timestamps, energy fallback), pitch (median F0 with gender-dependent thresholds) and
 gender (audeering age/gender, windowed) — and each is scored 1.0/0.0 against the target label after
 lowercase/strip.  The per-sample accuracy, per-field accuracy and exact match are aggregations of
-these four rows (:func:`omnistory_core.evaluation.speech_metadata.metadata_accuracy`,
-:func:`~omnistory_core.evaluation.speech_metadata.exact_match`).
+these four rows (:func:`omnistory_core.evaluation.speech_analysis.metadata_accuracy`,
+:func:`~omnistory_core.evaluation.speech_analysis.exact_match`).
 
 Failure policy: a classifier that fails on an item makes *that criterion* ``None`` (its scores row
 is ``invalid``); the other criteria keep their scores and the result status stays ``ok``.  A
@@ -35,7 +35,7 @@ from omnistory_core.evaluation.metrics.asr import PAPER_MODEL as WHISPER_MODEL
 from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps
 from omnistory_core.evaluation.metrics.emotion import PAPER_MEMBERS, EmotionEnsemble
 from omnistory_core.evaluation.outcomes import is_infrastructure_exception
-from omnistory_core.evaluation.speech_metadata import (
+from omnistory_core.evaluation.speech_analysis import (
     FIELDS,
     SAMPLE_RATE,
     Thresholds,

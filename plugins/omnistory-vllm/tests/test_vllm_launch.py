@@ -18,7 +18,7 @@ import pytest
 from omnistory_vllm.planner import Qwen35Planner
 
 from omnistory_core.components import ComponentError, PlannerResponse
-from omnistory_core.plan import parse_plan
+from omnistory_core.plan_schema import parse_plan
 from omnistory_core.planning.testing import demo_planner_items, run_omnistory_cli
 
 

@@ -28,7 +28,7 @@ class InstructionPlanner(Planner):
     )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        from omnistory_core.voices import resolve_gender
+        from omnistory_core.experts.voices import resolve_gender
 
         conditions = item["conditions"] or {}
         characters = [c for c in conditions.get("characters") or [] if isinstance(c, dict)]

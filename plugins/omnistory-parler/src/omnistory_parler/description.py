@@ -6,8 +6,9 @@ recording quality).  This module turns a plan's speech labels into such a descri
 
 * **voice**: a named Parler speaker.  The pools are the ones of the official Omni-StoryBench code
   (male Jon, Gary, Mike; female Lea, Jenna, Laura); the gender label picks the pool and a stable
-  SHA-256 hash of the normalised speaker name picks the voice in it (``omnistory_core.voices``), so
-  a character sounds the same on every page and in every process.  A missing or unknown gender is
+  SHA-256 hash of the normalised speaker name picks the voice in it
+  (``omnistory_core.experts.voices``), so a character sounds the same on every page and in every
+  process.  A missing or unknown gender is
   resolved from the name, half of all names to each gender, never to one default gender.
   ``voice_hash=official`` instead applies the official runner's rule (:func:`official_voice`).
 * **speed** and **pitch**: phrases from the training vocabulary's bins.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
-from omnistory_core.voices import VoiceLabels, check_label_table, voice_for, voice_labels
+from omnistory_core.experts.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 # The named voices the official Omni-StoryBench code draws from (3 per gender).
 VOICES_BY_GENDER: dict[str, tuple[str, ...]] = {

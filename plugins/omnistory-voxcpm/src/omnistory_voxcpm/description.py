@@ -7,8 +7,8 @@ description from a plan's speech labels:
 * **gender** is stated explicitly ("female voice"); a missing or unknown gender is resolved from
   the speaker name, half of all names to each gender, never to one default gender;
 * **character**: a timbre phrase chosen from the speaker name by a stable SHA-256 hash
-  (``omnistory_core.voices``), so a character's description, and with the fixed seed its voice,
-  stay the same on every page;
+  (``omnistory_core.experts.voices``), so a character's description, and with the fixed seed its
+  voice, stay the same on every page;
 * **emotion**, **speed** and **pitch** as tone, pace and pitch phrases (VoxCPM2's voice design
   covers emotion, unlike Parler-TTS v1).
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS
-from omnistory_core.voices import VoiceLabels, check_label_table, voice_for, voice_labels
+from omnistory_core.experts.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 GENDER_PHRASES: dict[str, str] = {"female": "female voice", "male": "male voice"}
 
