@@ -2,9 +2,12 @@
 
 * System level: each judge's valid-only system means, compared between the judges of a track with
   Spearman's rho and Kendall's tau-b; also recomputed on the examples valid for both judges.
-* Panels: panel p takes the p-th judge of every track (order of first appearance in the scores
-  table, or an explicit mapping).  The four-track composite is the mean of a panel's four judge
-  means; the panel Total Average uses the shared automatic metrics and that panel's judges.
+* Panels: the fixed membership of F.6 (panel A: Qwen3-30B-A3B, Qwen3-VL-32B, Audio Flamingo Next,
+  Qwen3-Omni-30B-A3B; B: Seed-OSS-36B, InternVL3.5-38B, MOSS-Audio-8B, Nemotron-3-Nano-Omni;
+  C: Llama-3.3-Nemotron-Super-49B, EXAONE-4.5-33B, Kimi-Audio-7B, Gemma-4-12B), whatever order the
+  judges appear in the scores table, or an explicit mapping for other judges.  The four-track
+  composite is the mean of a panel's four judge means; the panel Total Average uses the shared
+  automatic metrics and that panel's judges.
 * Item level: per-example judge scores (mean of the four criteria) on jointly valid
   (system, example) items: Spearman, Pearson, mean absolute difference.
 """
@@ -125,22 +128,28 @@ def judge_item_agreement(cube: ScoreCube) -> pd.DataFrame:
     )
 
 
-def default_panels(cube: ScoreCube) -> dict[str, dict[str, str]]:
-    """Panel p = the p-th judge of each track, when every track has the same number of judges.
+def paper_panels() -> dict[str, dict[str, str]]:
+    """The fixed judge panels of Appendix F.6: panel -> {track: judge id} (Table 6 ids)."""
+    from omnistory_core.evaluation.judges.specs import JUDGE_SPECS, PANELS
 
-    Returns {} when tracks have different judge counts (panels are then undefined).
+    return {p: {JUDGE_SPECS[j].track: j for j in ids} for p, ids in PANELS.items()}
+
+
+def default_panels(cube: ScoreCube) -> dict[str, dict[str, str]]:
+    """The F.6 panels restricted to the judges the cube has (fixed membership, independent of the
+    order in which judges appear in the scores table).
+
+    A panel is kept when at least one of its judges has rows; its tracks without a judge stay out
+    of the mapping (their panel score is then undefined).  Returns {} when the table has no judge
+    of the paper's panels: pass explicit panels for other judges.
     """
-    per_track = {t: cube.judge_indices(t) for t in JUDGE_TRACKS if cube.judge_indices(t)}
-    counts = {len(v) for v in per_track.values()}
-    if len(counts) != 1:
-        return {}
-    (n,) = counts
-    return {
-        chr(ord("A") + p) if n <= 26 else f"P{p + 1}": {
-            t: cube.cells[ks[p]].evaluator for t, ks in per_track.items()
-        }
-        for p in range(n)
-    }
+    have = {(c.track, c.evaluator) for c in cube.cells if c.kind == "judge"}
+    out: dict[str, dict[str, str]] = {}
+    for panel, judges in paper_panels().items():
+        present = {t: j for t, j in judges.items() if (t, j) in have}
+        if present:
+            out[panel] = present
+    return out
 
 
 def panel_scores(

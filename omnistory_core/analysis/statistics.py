@@ -193,11 +193,17 @@ def compute_statistics(
         agreement.judge_item_agreement(cube),
     )
     panels = opt.panels if opt.panels is not None else agreement.default_panels(cube)
-    if panels:
+    if len(panels) >= 2:
         out["panel_agreement"] = StatTable(
             "Agreement between judge panels "
             + "; ".join(f"{p}: {', '.join(j.values())}" for p, j in panels.items()),
             agreement.panel_agreement(cube, panels),
+        )
+    else:
+        out["panel_agreement"] = _skip(
+            "Agreement between judge panels (Table 22)",
+            "needs judges of at least two of the F.6 panels A, B, C "
+            f"(found {', '.join(panels) or 'none'}); other judges need explicit panels",
         )
     out["judge_calibration"] = StatTable(
         "Judge means and between-system SD", agreement.judge_calibration(cube)

@@ -18,6 +18,12 @@ from omnistory_core.evaluation.scores import COLUMNS
 # The paper's rubric keys (Appendix E.4), four per judge track: one definition, the judges'.
 RUBRICS: dict[str, tuple[str, ...]] = CRITERIA
 SPEECH_FIELDS = ("emotion", "speed", "pitch", "gender")
+PAPER_JUDGES: dict[str, tuple[str, ...]] = {
+    "text": ("text-qwen3-30b-a3b", "text-seed-oss-36b", "text-llama-nemotron-49b"),
+    "image": ("image-qwen3-vl-32b", "image-internvl35-38b", "image-exaone45-33b"),
+    "speech": ("speech-audio-flamingo-next", "speech-moss-audio-8b", "speech-kimi-audio-7b"),
+    "omni": ("omni-qwen3-omni-30b", "omni-nemotron3-nano-omni", "omni-gemma4-12b"),
+}
 
 
 def synthetic_scores(
@@ -28,6 +34,8 @@ def synthetic_scores(
     invalid_rate: float = 0.01,
 ) -> pd.DataFrame:
     """A complete scores table: every (system, example) has its 6 metric rows and 16·J judge rows.
+
+    The first three judges of a track carry the paper's judge ids (panels A, B, C of F.6).
 
     Every fourth system has plan failures (all three outputs missing for 5–20% of examples) and
     every fifth also misses some speech; ``invalid_rate`` of judge records have an invalid
@@ -102,7 +110,8 @@ def synthetic_scores(
     }
     for track, criteria in RUBRICS.items():
         for j in range(judges_per_track):
-            judge = f"{track}-judge-{chr(ord('a') + j)}"
+            # the paper's judge ids (Table 6; panels A, B, C of F.6), then made-up ones
+            judge = PAPER_JUDGES[track][j] if j < 3 else f"{track}-judge-{chr(ord('a') + j)}"
             bias = rng.normal(0, 0.05)
             item = rng.normal(0, 0.12, (n_systems, n_examples))
             bad_record = rng.random((n_systems, n_examples)) < invalid_rate

@@ -51,24 +51,36 @@ def test_item_level_uses_jointly_valid_items():
     assert row["mean_a"] == pytest.approx(2.5) and row["mean_b"] == pytest.approx(4.0)
 
 
-def _panel_table():
+PANEL_A = {
+    "text": "text-qwen3-30b-a3b",
+    "image": "image-qwen3-vl-32b",
+    "speech": "speech-audio-flamingo-next",
+    "omni": "omni-qwen3-omni-30b",
+}
+PANEL_B = {
+    "text": "text-seed-oss-36b",
+    "image": "image-internvl35-38b",
+    "speech": "speech-moss-audio-8b",
+    "omni": "omni-nemotron3-nano-omni",
+}
+
+
+def _panel_table(b_first: bool = False):
     groups = []
     for i, s in enumerate(("s1", "s2", "s3", "s4")):
         e = "e1"
         groups += [bert(s, e, 0.8), clip(s, e, 0.7), meta(s, e, [1, 0, 1, 0])]
         for track in ("text", "image", "speech", "omni"):
-            groups.append(judge(s, e, track, f"{track}-A", [float(i + 1)] * 4))
-            groups.append(judge(s, e, track, f"{track}-B", [float(4 - i)] * 4))
+            a = judge(s, e, track, PANEL_A[track], [float(i + 1)] * 4)
+            b = judge(s, e, track, PANEL_B[track], [float(4 - i)] * 4)
+            groups += [b, a] if b_first else [a, b]
     return cube_of(groups)
 
 
 def test_default_panels_and_panel_agreement():
     _, cube = _panel_table()
     panels = default_panels(cube)
-    assert panels == {
-        "A": {"text": "text-A", "image": "image-A", "speech": "speech-A", "omni": "omni-A"},
-        "B": {"text": "text-B", "image": "image-B", "speech": "speech-B", "omni": "omni-B"},
-    }
+    assert panels == {"A": PANEL_A, "B": PANEL_B}
     scores = panel_scores(cube)
     assert scores["A"].loc["s1", "composite"] == pytest.approx(1.0)
     assert scores["A"].loc["s1", "total"] == pytest.approx((8 + 7 + 5 + 4 * 1.0) / 7)
@@ -77,7 +89,32 @@ def test_default_panels_and_panel_agreement():
     assert table.loc["total", "kendall_tau_b"] == pytest.approx(-1.0)
 
 
-def test_panels_undefined_for_unequal_judge_counts():
+def test_panels_follow_the_fixed_f6_membership_not_the_run_order():
+    # panel B's judges appear first in the scores table: they still form panel B
+    _, cube = _panel_table(b_first=True)
+    assert cube.cells[3].evaluator == PANEL_B["text"]  # first text judge of the table
+    assert default_panels(cube) == {"A": PANEL_A, "B": PANEL_B}
+    scores = panel_scores(cube)
+    assert scores["A"].loc["s1", "composite"] == pytest.approx(1.0)
+    assert scores["B"].loc["s1", "composite"] == pytest.approx(4.0)
+
+
+def test_partial_panels_keep_the_judges_they_have():
+    groups = [
+        judge("s", "e", "text", "text-llama-nemotron-49b", [1] * 4),  # panel C
+        judge("s", "e", "omni", "omni-qwen3-omni-30b", [1] * 4),  # panel A
+        judge("s", "e", "text", "my-own-judge", [1] * 4),  # in no panel
+    ]
+    _, cube = cube_of(groups)
+    assert default_panels(cube) == {
+        "A": {"omni": "omni-qwen3-omni-30b"},
+        "C": {"text": "text-llama-nemotron-49b"},
+    }
+    scores = panel_scores(cube)
+    assert np.isnan(scores["A"].loc["s", "text"]) and np.isnan(scores["A"].loc["s", "composite"])
+
+
+def test_panels_undefined_without_paper_judges():
     groups = [
         judge("s", "e", "text", "t1", [1] * 4),
         judge("s", "e", "text", "t2", [1] * 4),
@@ -90,5 +127,7 @@ def test_panels_undefined_for_unequal_judge_counts():
 def test_judge_calibration():
     _, cube = _panel_table()
     cal = judge_calibration(cube).set_index("judge")
-    assert cal.loc["text-A", "mean"] == pytest.approx(2.5)
-    assert cal.loc["text-A", "sd_between_systems"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+    assert cal.loc[PANEL_A["text"], "mean"] == pytest.approx(2.5)
+    assert cal.loc[PANEL_A["text"], "sd_between_systems"] == pytest.approx(
+        np.std([1, 2, 3, 4], ddof=1)
+    )
