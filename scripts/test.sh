@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs and run it.  Used verbatim by .ci/run.
 #  1. .venv: the core, every first-party plugin, test and model-stack dependencies (torch CPU).
-#  2. scripts/lint.sh (ruff check, ruff format --check, pyright on omnistory_core/) before pytest.
-#  3. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
+#  2. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
 #     transformers 4.46.1), created once by `omnistory env create` and reused; their model tests
 #     and the SpeechBrain/emotion2vec loader test run there.
 set -euo pipefail
@@ -32,10 +31,6 @@ if [ ! -x .venvs/tts/bin/python ]; then
 fi
 .venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19"
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
-
-# ruff check, ruff format --check and pyright first: a lint or type error fails in a minute or
-# two instead of after the whole test run
-bash scripts/lint.sh
 
 .venv/bin/python -m pytest -q "$@"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
