@@ -53,7 +53,7 @@ def sweep(root: Path, grid: list[str] = GRID) -> float:
 
 def overhead(repeats: int) -> tuple[float, float, int]:
     """Seconds per (system, example) for noop components: fresh store, then fully cached."""
-    from omnistory_core.app import load_examples
+    from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.job import build_component, run_job
     from omnistory_core.engine.store import Store
     from omnistory_core.plugins import load_plugins

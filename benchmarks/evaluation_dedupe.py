@@ -24,7 +24,7 @@ JUDGE = "text-qwen3-30b-a3b"
 
 
 def main() -> int:
-    from omnistory_core.app import load_examples
+    from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.job import build_component
     from omnistory_core.engine.store import Store
     from omnistory_core.evaluation.judges import CRITERIA

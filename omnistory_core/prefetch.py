@@ -44,7 +44,7 @@ def component_checkpoints(kind: str, cls: type, params: dict[str, Any]) -> list[
 
 def collect(selections: list[str], overrides: list[str]) -> dict[str, list[str]]:
     """checkpoint -> the components that need it."""
-    from omnistory_core.evaluation.command import evaluator_config, expand_panels
+    from omnistory_core.evaluation.evaluators import evaluator_config, expand_panels
     from omnistory_core.plugins import load_plugins
 
     registry = load_plugins()

@@ -1,0 +1,108 @@
+"""Generation: one system over the dataset, written as a job directory.
+
+:func:`run_system` resolves the system from the config (refusing an incoherent one before any
+model is loaded), runs the engine stage by stage through the store, writes the candidate layout
+of the official evaluator and the job's ``manifest.json``.  The Hydra task in
+:mod:`omnistory_core.app` calls it once per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from omnistory_core.redaction import install_log_filter
+
+log = logging.getLogger("omnistory")
+
+
+def named_on_command_line() -> set[str]:
+    """Groups whose component was named by a ``<group>.name=...`` override of this Hydra job
+    (empty outside a Hydra app)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except Exception:  # noqa: BLE001 - not inside a Hydra app (tests calling run directly)
+        return set()
+    named = set()
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        group, _, leaf = key.partition(".")
+        if leaf == "name":
+            named.add(group)
+    return named
+
+
+def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
+    """Run one system over the dataset and write its job directory; returns the manifest."""
+    from omnistory_core.data.cache import dataset_spec, load_examples
+    from omnistory_core.engine.failures import check_missing
+    from omnistory_core.engine.isolation import maybe_isolate
+    from omnistory_core.engine.job import build_component, run_job
+    from omnistory_core.engine.outputs import materialize
+    from omnistory_core.engine.progress import progress_bars
+    from omnistory_core.engine.store import Store
+    from omnistory_core.engine.system import resolve_system
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.run.manifest import job_manifest, write_manifest
+
+    started = time.time()
+    install_log_filter()
+    registry = load_plugins()
+    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    for group in named_on_command_line():
+        if isinstance(plain_cfg.get(group), dict):
+            plain_cfg[group].pop("default_choice", None)  # `++tts.name=espeak` is a choice
+    system = resolve_system(plain_cfg, registry)  # refuses incoherent systems before any load
+    spec = dataset_spec(cfg)
+    examples, fingerprint = load_examples(spec)
+    components = {
+        group: build_component(
+            registry, group, node, seed=int(cfg.seed), allow_oracle=bool(cfg.allow_oracle)
+        )
+        for group, node in system.specs.items()
+    }
+    store = Store(Path(cfg.engine.store).resolve())
+    for group, node in system.specs.items():
+        components[group] = maybe_isolate(components[group], node.get("runner"), store.root)
+    oracle = any(c.oracle for c in components.values())
+    label = f"{system.system_id}{' [ORACLE]' if oracle else ''}"
+    log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
+    with progress_bars(bool(cfg.engine.progress)) as progress:
+        result = run_job(
+            examples=examples,
+            components=components,
+            store=store,
+            retry_failures=cfg.engine.retry_failures,
+            progress=progress,
+        )
+    missing = materialize(output_dir, result, store)
+    manifest = job_manifest(
+        system=system,
+        components=components,
+        registry=registry,
+        result=result,
+        store=store,
+        spec=spec,
+        n_examples=len(examples),
+        fingerprint=fingerprint,
+        seed=int(cfg.seed),
+        missing=missing,
+        config=plain_cfg,
+        started=started,
+    )
+    write_manifest(output_dir, manifest)
+    log.info(
+        "wrote %s (missing: text %d, image %d, speech %d)",
+        output_dir,
+        missing["text"],
+        missing["image"],
+        missing["speech"],
+    )
+    check_missing(missing, cfg.engine.get("fail_on_missing", False))
+    return manifest

@@ -1,0 +1,113 @@
+"""Sweep-level work around the jobs of ``python -m omnistory_core -m ...``.
+
+:class:`SweepCallback` is the Hydra callback ``conf/config.yaml`` installs: before any job it
+validates the dataset (a bad dataset fails the sweep once, not once per job); after the last job
+it sums the jobs' stats into ``sweep_stats.json`` and calls :func:`finish_sweep`, which runs the
+configured evaluation and builds the report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from omnistory_core.redaction import install_log_filter
+
+log = logging.getLogger("omnistory")
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object  # type: ignore[assignment,misc]
+
+
+def sum_stats(job_dirs: list[Path]) -> dict[str, Any]:
+    """Calls, cache hits, failures and model loads per component, summed over the jobs."""
+    totals: dict[str, dict[str, int]] = {}
+    for job in job_dirs:
+        path = job / "stats.json"
+        if not path.exists():
+            continue
+        for key, counts in json.loads(path.read_text())["components"].items():
+            acc = totals.setdefault(key, {"calls": 0, "cache_hits": 0, "failures": 0, "loads": 0})
+            for k in acc:
+                acc[k] += int(counts.get(k, 0))
+    return {"components": dict(sorted(totals.items())), "jobs": len(job_dirs)}
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """The job directories of a sweep (those that wrote ``stats.json``)."""
+    return sorted(p.parent for p in sweep_dir.glob("*/stats.json"))
+
+
+class SweepCallback(Callback):  # type: ignore[misc]
+    """Validates the dataset before any job starts and sums job stats at the end of a sweep."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from omnistory_core.data.cache import dataset_spec, load_examples
+
+        install_log_filter()
+        load_examples(dataset_spec(config))  # raises DatasetError before any generation
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from omnistory_core.engine.store import atomic_write_bytes
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        stats = sum_stats(job_dirs(sweep_dir))
+        failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
+        stats["failed_jobs"] = failed
+        atomic_write_bytes(
+            sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
+        )
+        log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
+        status = finish_sweep(config, sweep_dir)
+        if failed:
+            for job in failed:
+                log.error("job %s failed: %s", job["system_id"], job["error"])
+            raise SystemExit(1)
+        if status:
+            raise SystemExit(status)
+
+
+def finish_sweep(config: DictConfig, run_dir: Path) -> int:
+    """End of a sweep: evaluation (if configured), then the report from whatever is scored.
+    Returns the evaluation's exit status (2: its pre-flight stopped it, 1: 'error' rows remain)."""
+    evaluation = OmegaConf.to_container(config.evaluation, resolve=True)
+    metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
+    scores = run_dir / "scores.jsonl"
+    status = 0
+    if metrics or judges:
+        from omnistory_core.evaluation.command import evaluate_and_summarize
+
+        # pre-flight problems or remaining 'error' rows fail the sweep, after its report
+        status, _ = evaluate_and_summarize(
+            run_dir,
+            metrics=metrics,
+            judges=judges,
+            overrides=list(evaluation.get("overrides") or []),
+            progress_enabled=bool(config.engine.progress),
+            allow_partial=bool(evaluation.get("allow_partial", False)),
+        )
+        log.info("scores: %s", scores)
+    if evaluation.get("report", True):
+        from omnistory_core.report.command import build_report
+
+        try:
+            out = build_report(
+                scores, run_dir / "report", run_dir=run_dir, print_table=bool(metrics or judges)
+            )
+        except Exception:  # the sweep's outputs are complete; only the report is missing
+            log.exception(
+                "building the report failed; the sweep outputs are complete. Rebuild it with "
+                "`python -m omnistory_core report --scores %s --out %s --run-dir %s`",
+                scores,
+                run_dir / "report",
+                run_dir,
+            )
+        else:
+            log.info("report: %s", out / "index.html")
+    return status
