@@ -76,11 +76,17 @@ def _variant_scores(x: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def aggregation_variants(components: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     """Table 28: each alternative rule against equal weighting of the seven components."""
+    x = _complete(components)
+    return ranking_comparison(np.array(x.index, dtype=object), _variant_scores(x), top)
+
+
+def ranking_comparison(
+    systems: np.ndarray, variants: dict[str, np.ndarray], top: int = 5
+) -> pd.DataFrame:
+    """One Table 28 row per variant: its ranking against ``variants["equal_seven"]`` (the same
+    ``systems``, one score each; average ranks for ties, 1 = best)."""
     from scipy.stats import kendalltau, spearmanr
 
-    x = _complete(components)
-    systems = np.array(x.index, dtype=object)
-    variants = _variant_scores(x)
     base = _desc_ranks(variants["equal_seven"])
     winner = systems[np.argmin(base)] if len(systems) else None
     base_top = set(systems[np.argsort(base, kind="stable")[:top]])

@@ -2,6 +2,10 @@
 
     report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
 
+Besides its own tables and figures it writes the paper's numbered ones under their paper names
+(``tables/table08_dreamsim_correlations.csv``, ``figures/figure12_...``) with an index
+(``tables/index.md``, ``paper_tables.json``): see :mod:`omnistory_core.report.paper`.
+
 Works on whatever has been scored so far: missing systems, missing examples and partial rows only
 make the affected numbers undefined (shown as —), never the report fail.  The end-of-sweep hook
 calls :func:`build_report` directly.
@@ -75,6 +79,7 @@ def build_report(
     from omnistory_core.analysis.leaderboard import leaderboard, modality_frame
     from omnistory_core.analysis.statistics import StatisticsOptions, compute_statistics
     from omnistory_core.report import figures as fig
+    from omnistory_core.report.paper import write_paper_outputs
     from omnistory_core.report.rundir import (
         failures_frame,
         lengths_frame,
@@ -141,6 +146,7 @@ def build_report(
         exclude=oracles,
     )
     n_error = int(cube.errors.any(axis=0).sum())
+    incomplete = ""
     if n_error:
         # every number below leaves these examples out of the affected cells: say so everywhere
         incomplete = (
@@ -193,6 +199,21 @@ def build_report(
             fig.image_categories_figure(criteria_frame, info, fig_dir),
         ),
     ]
+    # The paper's numbered tables and figures under their paper names, with their index.
+    paper = write_paper_outputs(
+        out_dir,
+        frame,
+        cube,
+        lb,
+        stats,
+        info,
+        paradigms=paradigms,
+        lengths=lengths,
+        exclude=oracles,
+        incomplete=incomplete,
+    )
+    table_links.extend(paper.tables)
+    figures.extend(paper.figures)
 
     if opt["html"]:
         from omnistory_core.report.html import ReportContext, write_html_report

@@ -1,8 +1,9 @@
 """Report figures with matplotlib (Agg canvas, no pyplot state): PNG + SVG each.
 
-Figure 3 (Total Average ranking by paradigm), Figure 4 (missing outputs per modality), Figure 13
-(valid-only vs zero-filled), the modality correlation heatmap, and Figure 6 (image-judge category
-scores by paradigm).  Oracle systems are hatched and labelled.
+Figure 3 (Total Average ranking by paradigm; Figure 14 is the same under zero-filled scoring),
+Figure 4 (missing outputs per modality), Figure 13 (valid-only vs zero-filled), the modality
+correlation heatmap, Figure 6 (image-judge category scores by paradigm) and Figure 12 (integrated
+categories by paradigm and their partial correlations).  Oracle systems are hatched and labelled.
 """
 
 from __future__ import annotations
@@ -75,30 +76,38 @@ def _empty(ax, message: str) -> None:
     ax.set_axis_off()
 
 
-def ranking_figure(lb: pd.DataFrame, info: pd.DataFrame, out_dir: Path) -> Path:
-    """Figure 3: Total Average ranking coloured by paradigm (best at the top)."""
-    data = lb[lb["total"].notna()]
+def ranking_figure(
+    lb: pd.DataFrame,
+    info: pd.DataFrame,
+    out_dir: Path,
+    column: str = "total",
+    stem: str = "fig3_total_ranking",
+) -> Path:
+    """Figure 3 (``total``) or Figure 14 (``total_zero``): Total Average ranking coloured by
+    paradigm (best at the top)."""
+    policy = "zero-filled" if column == "total_zero" else "valid-only"
+    data = lb[lb[column].notna()].sort_values([column, "system"], ascending=[False, True])
     fig = _figure(8, 1.2 + 0.28 * max(len(data), 1))
     ax = fig.add_subplot()
     if data.empty:
         _empty(ax, "No system has a complete Total Average yet")
-        return _save(fig, out_dir, "fig3_total_ranking")
+        return _save(fig, out_dir, stem)
     y = np.arange(len(data))[::-1]
     systems = list(data["system"])
     colors = [PARADIGM_COLORS[_paradigm(info, s)] for s in systems]
-    bars = ax.barh(y, data["total"], color=colors, edgecolor="black", linewidth=0.4)
+    bars = ax.barh(y, data[column], color=colors, edgecolor="black", linewidth=0.4)
     for bar, s in zip(bars, systems, strict=True):
         if _oracle(info, s):
             bar.set_hatch("///")
-    for yy, v in zip(y, data["total"], strict=True):
+    for yy, v in zip(y, data[column], strict=True):
         ax.text(v + 0.05, yy, f"{v:.2f}", va="center", fontsize=7)
     ax.set_yticks(y, [_label(info, s) for s in systems], fontsize=8)
-    ax.set_xlim(0, max(10.0, float(data["total"].max()) + 0.6))
-    ax.set_xlabel("Total Average (valid-only)")
-    ax.set_title("Omni-StoryBench ranking by Total Average")
+    ax.set_xlim(0, max(10.0, float(data[column].max()) + 0.6))
+    ax.set_xlabel(f"Total Average ({policy})")
+    ax.set_title(f"Omni-StoryBench ranking by Total Average ({policy})")
     present = [p for p in PARADIGM_COLORS if any(_paradigm(info, s) == p for s in systems)]
     _legend(ax, present, any(_oracle(info, s) for s in systems))
-    return _save(fig, out_dir, "fig3_total_ranking")
+    return _save(fig, out_dir, stem)
 
 
 def missing_figure(
@@ -248,3 +257,51 @@ def image_categories_figure(criteria: pd.DataFrame, info: pd.DataFrame, out_dir:
     ax.set_title("Image LLM-judge scores by category and paradigm")
     ax.legend(fontsize=8, loc="upper right")
     return _save(fig, out_dir, "fig6_image_categories")
+
+
+def integrated_categories_figure(
+    paradigm_means: pd.DataFrame, partials: pd.DataFrame, out_dir: Path
+) -> Path:
+    """Figure 12: (a) mean integrated-judge category scores per paradigm, (b) partial correlation
+    of each category with each modality score, controlling for the other two (valid-only)."""
+    stem = "figure12_integrated_category_diagnostics"
+    fig = _figure(12, 4.8)
+    ax_a, ax_b = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    cats = [c for c in paradigm_means.columns if c not in ("paradigm", "n_systems")]
+    if paradigm_means.empty or not cats:
+        _empty(ax_a, "No integrated-judge scores yet")
+        _empty(ax_b, "No integrated-judge scores yet")
+        return _save(fig, out_dir, stem)
+    n_bars = len(paradigm_means)
+    width = 0.8 / max(n_bars, 1)
+    x = np.arange(len(cats))
+    for b, (_, row) in enumerate(paradigm_means.iterrows()):
+        p = str(row["paradigm"])
+        ax_a.bar(
+            x + (b - (n_bars - 1) / 2) * width,
+            row[cats].to_numpy(float),
+            width,
+            color=PARADIGM_COLORS.get(p, PARADIGM_COLORS["unknown"]),
+            label=p,
+            edgecolor="black",
+            linewidth=0.4,
+        )
+    names = [textwrap.fill(c.replace("_", " "), 18) for c in cats]
+    ax_a.set_xticks(x, names, fontsize=7)
+    ax_a.set_ylim(1, 10)
+    ax_a.set_ylabel("integrated-judge score (1–10, valid-only)")
+    ax_a.set_title("(a) Mean category scores by paradigm")
+    ax_a.legend(fontsize=7, loc="upper right")
+    matrix = partials.pivot(index="category", columns="modality", values="r")
+    matrix = matrix.reindex(index=cats, columns=["text", "image", "speech"])
+    ax_b.imshow(matrix.to_numpy(float), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    ax_b.set_xticks(range(3), ["text", "image", "speech"])
+    ax_b.set_yticks(range(len(cats)), names, fontsize=7)
+    for i in range(len(cats)):
+        for j in range(3):
+            v = float(matrix.iloc[i, j])
+            ax_b.text(
+                j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9
+            )
+    ax_b.set_title("(b) Partial correlation with each modality score")
+    return _save(fig, out_dir, stem)

@@ -1,0 +1,114 @@
+"""report writes the paper's numbered tables and figures and an index of every one of them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from omnistory_core.analysis.paper_tables import PAPER_FIGURES, PAPER_TABLES
+from omnistory_core.evaluation.scores import ScoreRow, read_scores, write_scores
+from omnistory_core.report.command import build_report
+
+
+def _add_dreamsim(scores_path):
+    rows = list(read_scores(scores_path))
+    examples = sorted({r.example_id for r in rows})
+    systems = sorted({r.system for r in rows})
+    for s_num, system in enumerate(systems):
+        for i, example in enumerate(examples):
+            if system == "semi-b" and i == 2:  # its plan failed: no image
+                rows.append(
+                    ScoreRow(
+                        system,
+                        example,
+                        "metric",
+                        "image",
+                        "dreamsim",
+                        "distance",
+                        None,
+                        "missing_output",
+                    )
+                )
+            else:
+                value = 0.1 * (s_num + 1) + 0.05 * i
+                rows.append(
+                    ScoreRow(
+                        system, example, "metric", "image", "dreamsim", "distance", value, "ok"
+                    )
+                )
+    # the image judge ij2 could not answer on one example of orch-a
+    rows = [
+        ScoreRow(
+            r.system,
+            r.example_id,
+            r.kind,
+            r.track,
+            r.evaluator,
+            r.criterion,
+            None,
+            "error",
+            cause="server down",
+        )
+        if (r.system, r.evaluator, r.example_id) == ("orch-a", "ij2", examples[0])
+        else r
+        for r in rows
+    ]
+    write_scores(scores_path, rows)
+    return examples
+
+
+def test_paper_tables_figures_and_index(synthetic_run, tmp_path):
+    examples = _add_dreamsim(synthetic_run.scores)
+    out = build_report(
+        synthetic_run.scores,
+        tmp_path / "report",
+        run_dir=synthetic_run.run_dir,
+        examples=synthetic_run.examples,
+        bootstrap=50,
+        weight_draws=50,
+        html=False,
+        print_table=False,
+    )
+    index = json.loads((out / "paper_tables.json").read_text())
+    labels = [i.label for i in (*PAPER_TABLES, *PAPER_FIGURES)]
+    assert list(index) == labels  # every table and figure of the paper, in order
+    for label, entry in index.items():
+        assert ("file" in entry) != ("absent" in entry), label
+        if "file" in entry:
+            assert (out / entry["file"]).is_file(), label
+    assert index["Table 18"]["absent"] == "no human ratings (see `human import`)"
+    assert index["Table 8"]["file"] == "tables/table08_dreamsim_correlations.csv"
+    assert index["Figure 12"]["file"] == "figures/figure12_integrated_category_diagnostics.png"
+    assert index["Figure 14"]["file"] == "figures/figure14_zero_filled_ranking.png"
+    assert (out / "figures" / "figure12_integrated_category_diagnostics.svg").is_file()
+    # the older names stay
+    assert (out / "figures" / "fig3_total_ranking.png").is_file()
+    assert (out / "figures" / "figure03_total_ranking.png").read_bytes() == (
+        out / "figures" / "fig3_total_ranking.png"
+    ).read_bytes()
+    assert (out / "tables" / "bootstrap_totals.csv").is_file()
+
+    md = (out / "tables" / "index.md").read_text()
+    for label in labels:
+        assert f"| {label} |" in md
+    assert "[table08_dreamsim_correlations.csv](../tables/table08_dreamsim_correlations.csv)" in md
+
+    # Table 32 by hand: sorted systems oracle-c, orch-a, semi-b; orch-a has 0.2 + 0.05 i, i < 4
+    t32 = pd.read_csv(out / "tables" / "table32_dreamsim_per_system.csv").set_index("system")
+    assert t32.loc["orch-a", "mean_distance"] == pytest.approx(0.2 + 0.05 * 1.5)
+    assert t32.loc["orch-a", "sd_population"] == pytest.approx(0.05 * np.std([0, 1, 2, 3]))
+    # semi-b: image 2 missing -> mean of 0.3 + 0.05 * (0, 1, 3)
+    assert (t32.loc["semi-b", "n_valid"], t32.loc["semi-b", "n_missing"]) == (3, 1)
+    assert t32.loc["semi-b", "mean_distance"] == pytest.approx(0.3 + 0.05 * 4 / 3)
+    assert "oracle-c" in t32.index  # per-system table keeps the oracle
+    t8 = pd.read_csv(out / "tables" / "table08_dreamsim_correlations.csv")
+    assert set(t8["n"]) <= {2}  # the oracle is left out of the comparison
+    # every table carries the evaluator-error note
+    assert (
+        "Incomplete: 1 (system, example) pair(s)"
+        in (out / "tables" / "table08_dreamsim_correlations.md").read_text()
+    )
+    assert len(examples) == 4
