@@ -28,7 +28,7 @@ def _claude_plan_schema_json() -> str:
 
     import anthropic
 
-    from omnistory_core.plan import plan_response_format
+    from omnistory_core.plan_schema import plan_response_format
 
     schema = plan_response_format()["json_schema"]["schema"]  # without $schema / $id
     # `pattern` (the non-blank rule) is outside the structured-output subset: the SDK's own

@@ -77,7 +77,7 @@ class GPTPlanner(VLMPlanner):
 
     def request_kwargs(self, request: PlannerRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for one request."""
-        from omnistory_core.plan import plan_response_format
+        from omnistory_core.plan_schema import plan_response_format
 
         kwargs: dict[str, Any] = {
             "model": self.model,

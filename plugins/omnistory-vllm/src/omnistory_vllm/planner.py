@@ -160,7 +160,7 @@ class VLLMPlanner(VLMPlanner):
         """The Plan schema as ``response_format``; ``schema_patterns: false`` drops the
         non-blank ``pattern`` rules for grammar backends that reject them (``parse_plan``
         still enforces them)."""
-        from omnistory_core.plan import plan_response_format
+        from omnistory_core.plan_schema import plan_response_format
 
         fmt = plan_response_format()
         if not self.params["schema_patterns"]:
