@@ -10,7 +10,7 @@ HEAVY = ("torch", "transformers", "diffusers", "vllm", "matplotlib", "scipy", "o
 
 def test_import_and_plugin_discovery_stay_light() -> None:
     code = (
-        "import sys, omnistory_core, omnistory_core.contract, omnistory_core.plan,"
+        "import sys, omnistory_core, omnistory_core.contract, omnistory_core.plan_schema,"
         " omnistory_core.components, omnistory_core.engine.job, omnistory_core.app\n"
         "from omnistory_core.plugins import load_plugins\n"
         "registry = load_plugins()\n"

@@ -10,7 +10,7 @@ from omnistory_anthropic.planner import ClaudePlanner, claude_plan_schema, norma
 
 from omnistory_core.components import PlannerResponse
 from omnistory_core.contract import Failure
-from omnistory_core.plan import parse_plan, plan_json_schema
+from omnistory_core.plan_schema import parse_plan, plan_json_schema
 from omnistory_core.planning.prompts import SYSTEM_PROMPT
 from omnistory_core.planning.testing import VALID_PLAN, RecordingServer, Reply, demo_planner_items
 

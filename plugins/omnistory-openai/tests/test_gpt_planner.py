@@ -10,7 +10,7 @@ from omnistory_openai.planner import GPTPlanner
 from omnistory_core.components import ComponentError, PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.engine.stage import item_key
-from omnistory_core.plan import parse_plan, plan_response_format
+from omnistory_core.plan_schema import parse_plan, plan_response_format
 from omnistory_core.planning.testing import RecordingServer, Reply, demo_planner_items
 
 KEY_VAR = "OMNI_GPT_TEST_CANARY"  # deliberately not secret-looking: no scrubber hides it

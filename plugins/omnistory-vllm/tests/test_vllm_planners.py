@@ -9,7 +9,7 @@ from omnistory_vllm.planner import GLMPlanner, InternVLPlanner, Qwen35Planner
 
 from omnistory_core.components import PlannerResponse
 from omnistory_core.contract import Failure
-from omnistory_core.plan import parse_plan, plan_response_format
+from omnistory_core.plan_schema import parse_plan, plan_response_format
 from omnistory_core.planning.testing import RecordingServer, Reply, demo_planner_items
 
 EXPECTED = {
