@@ -34,6 +34,7 @@ None``) takes any keys unchecked, as before.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -198,11 +199,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def resolve_params(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
+def with_defaults(params: Sequence[Param], *added: Param, **defaults: Any) -> tuple[Param, ...]:
+    """A subclass's declaration from its base's: ``params`` with some defaults changed
+    (``defaults``) and ``added`` declared after them (an added one replaces a same-named one)::
+
+        parameters = with_defaults(Base.parameters, Param("effort", str, None, "..."), model="x")
+
+    Raises ``TypeError`` for a default of a parameter ``params`` does not declare."""
+    unknown = sorted(set(defaults) - {p.name for p in params})
+    if unknown:
+        raise TypeError(f"with_defaults: {', '.join(unknown)} not declared in the base parameters")
+    new_names = {p.name for p in added}
+    out = [
+        dataclasses.replace(p, default=defaults[p.name]) if p.name in defaults else p
+        for p in params
+        if p.name not in new_names
+    ]
+    return (*out, *added)
+
+
+def resolve_params(
+    cls: type,
+    given: Mapping[str, Any],
+    *,
+    error: type[ParamError] = ParamError,
+    prefix: str = "",
+) -> dict[str, Any]:
     """The parameters a component is built with: declared defaults, then ``given``, validated.
 
     Raises :class:`ParamError` (one line: component, key, valid keys) for an unknown key or a
-    refused value.  A class without a declaration gets ``given`` unchanged.
+    refused value; ``error`` (a subclass) is raised instead when given, and ``prefix`` goes
+    before the key in a refused value's message (``planner.`` gives ``planner.max_tokens must
+    be ...``).  A class without a declaration gets ``given`` unchanged.
     """
     params = declared(cls)
     if params is None:
@@ -215,7 +243,7 @@ def resolve_params(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
             for key in unknown
             if (close := difflib.get_close_matches(key, list(by_name), n=1, cutoff=0.6))
         ]
-        raise ParamError(
+        raise error(
             f"{label(cls)}: unknown parameter(s) {', '.join(unknown)}; known:"
             f" {', '.join(sorted(by_name))}"
             + (f" (did you mean {', '.join(hints)}?)" if hints else "")
@@ -226,7 +254,7 @@ def resolve_params(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
             value = _plain(given[param.name])
             problem = param.problem(value)
             if problem:
-                raise ParamError(f"{label(cls)}: {problem}")
+                raise error(f"{label(cls)}: {prefix}{problem}")
             out[param.name] = value
         else:
             out[param.name] = _yaml_value(copy.deepcopy(param.default))
@@ -286,4 +314,5 @@ __all__ = [
     "describe",
     "key_params",
     "resolve_params",
+    "with_defaults",
 ]

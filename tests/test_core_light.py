@@ -19,3 +19,13 @@ def test_import_and_plugin_discovery_stay_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"heavy modules imported: {out.stdout.strip()}"
+
+
+def test_public_api_stays_light() -> None:
+    """``omnistory_core.api`` (what plugins import) pulls in no model stack and no SDK."""
+    code = (
+        "import sys, omnistory_core.api\n"
+        f"print(','.join(m for m in {HEAVY!r} + ('numpy', 'PIL') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"heavy modules imported: {out.stdout.strip()}"

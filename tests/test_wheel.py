@@ -56,6 +56,9 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     assert "hydra_plugins/omnistory_core_searchpath/__init__.py" in names
     assert any(n.startswith("omnistory_core/data/demo/data/") for n in names)
     assert "omnistory_core/scaffold_templates/backbone/component.py.tmpl" in names
+    # PEP 561 marker and the public API for plugins
+    assert "omnistory_core/py.typed" in names
+    assert "omnistory_core/api.py" in names
 
     target = tmp_path / "site"
     subprocess.run(

@@ -1,10 +1,18 @@
 """`VLMPlanner`: the shared body of every API/VLM planner.
 
 A subclass supplies the client (``make_client``), one API call (``send``) and, if its SDK needs
-it, error classification (``classify_error``).  This class owns everything else, identically for
-all planners: parameter defaults and validation, the prompt variant, the request (image + text),
-bounded concurrency inside :meth:`run_batch`, retries with backoff honouring ``Retry-After``,
-timeouts as ``timeout`` failures, other API errors as ``model_error`` failures, and usage/cost.
+it, error classification (``classify_error``); :class:`~omnistory_core.planning.openai_chat.
+OpenAIChatPlanner` supplies all three for OpenAI-compatible Chat Completions servers.  This class
+owns everything else, identically for all planners: parameter defaults and validation, the prompt
+variant, the request (image + text), bounded concurrency inside :meth:`run_batch`, retries with
+backoff honouring ``Retry-After`` (:mod:`omnistory_core.retry`, shared with the judges), timeouts
+as ``timeout`` failures, other API errors as ``model_error`` failures, and usage/cost.
+
+Parameters: a subclass declares them (``parameters``, see :mod:`omnistory_core.params`), usually
+as :data:`BASE_PARAMETERS` with its own defaults and additions
+(:func:`~omnistory_core.params.with_defaults`); they are validated when it is built, listed by
+``plugins --params``, and its config node is generated.  A subclass that only sets
+``param_defaults`` (the older way) still works, checked by :meth:`VLMPlanner._check_params`.
 
 Secrets: ``api_key_env`` names an environment variable; its value is read when the client is made
 (on the first call, in :meth:`load`), handed to the SDK client and never kept on the planner,
@@ -19,9 +27,9 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import EXAMPLE_INPUTS, ComponentError, Planner, PlannerResponse
 from omnistory_core.contract import Failure
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.params import Param, ParamError, declared, resolve_params
 from omnistory_core.planning.messages import PlannerRequest, build_request
-from omnistory_core.planning.prompts import get_variant
+from omnistory_core.planning.prompts import PROMPT_VARIANTS, get_variant
 from omnistory_core.planning.replies import ModelReply
 from omnistory_core.planning.retry import (
     ErrorInfo,
@@ -33,8 +41,11 @@ from omnistory_core.planning.retry import (
 from omnistory_core.planning.usage import Price, parse_price_table, usage_record
 
 
-class PlannerConfigError(ConfigError):
-    """A planner parameter that cannot work; the message names the parameter."""
+class PlannerConfigError(ParamError):
+    """A planner parameter that cannot work; the message names the parameter.
+
+    A :class:`~omnistory_core.params.ParamError`, so a ``ConfigError`` (exit 2) and a
+    ``ValueError``."""
 
 
 #: parameters every VLM planner accepts, with their defaults
@@ -59,8 +70,72 @@ BASE_DEFAULTS: dict[str, Any] = {
     "seed": 0,
 }
 BASE_RUNTIME: tuple[str, ...] = (
-    "base_url", "api_key_env", "max_concurrency", "timeout_s", "max_retries",
-    "retry_base_delay_s", "retry_max_delay_s", "prices",
+    "base_url",
+    "api_key_env",
+    "max_concurrency",
+    "timeout_s",
+    "max_retries",
+    "retry_base_delay_s",
+    "retry_max_delay_s",
+    "prices",
+)
+
+#: the declared form of :data:`BASE_DEFAULTS` (``seed`` is implicit in every declaration)
+BASE_PARAMETERS: tuple[Param, ...] = (
+    Param("model", str, None, "model name sent to the API"),
+    Param("base_url", (str, None), None, "API base URL; null: the SDK's default", runtime=True),
+    Param(
+        "api_key_env",
+        (str, None),
+        None,
+        "NAME of the environment variable holding the API key (the key never goes in a config)",
+        runtime=True,
+    ),
+    Param("max_concurrency", int, 4, "requests in flight at most", runtime=True, ge=1),
+    Param("timeout_s", float, 120.0, "seconds per request", runtime=True, gt=0),
+    Param("max_retries", int, 3, "retries after the first attempt", runtime=True, ge=0),
+    Param(
+        "retry_base_delay_s",
+        float,
+        1.0,
+        "first backoff wait without Retry-After (doubles per retry)",
+        runtime=True,
+        gt=0,
+    ),
+    Param("retry_max_delay_s", float, 60.0, "longest backoff wait", runtime=True, gt=0),
+    Param(
+        "prices",
+        (dict, None),
+        None,
+        "USD per million tokens: {model: {input_per_mtok, output_per_mtok}}; null or a missing"
+        " model: no cost recorded (never a cost of 0)",
+        runtime=True,
+    ),
+    Param(
+        "prompt",
+        str,
+        "default",
+        "prompt variant: default (narration ~107 characters, like the references) | paper_like"
+        " (no length rule) | official (the official orchestration rules, no length target)",
+        choices=tuple(sorted(PROMPT_VARIANTS)),
+    ),
+    Param(
+        "narration_target_chars",
+        (int, None),
+        None,
+        "override the variant's narration length target (characters)",
+        ge=1,
+    ),
+    Param(
+        "image_max_side",
+        (int, None),
+        None,
+        "downscale page images whose longer side exceeds this (pixels); null: send as they are",
+        ge=1,
+    ),
+    Param("max_tokens", int, 2048, "output token limit", ge=1),
+    Param("temperature", (float, None), None, "sampling temperature; null: the API's default"),
+    Param("top_p", (float, None), None, "nucleus sampling; null: the API's default"),
 )
 
 
@@ -77,14 +152,23 @@ class VLMPlanner(Planner):
     #: whether a call without the API key can work at all (a local vLLM server needs none)
     api_key_required: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        params = declared(cls)
+        if params is not None:  # the declaration is the source of the defaults
+            cls.param_defaults = {p.name: p.default for p in params if p.name != "batch_size"}
+
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self.param_defaults) - {"batch_size"})
-        if unknown:
-            raise PlannerConfigError(
-                f"planner={self.name}: unknown parameter(s) {', '.join(unknown)}; known: "
-                f"{', '.join(sorted(self.param_defaults))}"
-            )
-        merged = {**self.param_defaults, **params}
+        if type(self).parameters is not None:
+            merged = resolve_params(type(self), params, error=PlannerConfigError, prefix="planner.")
+        else:
+            unknown = sorted(set(params) - set(self.param_defaults) - {"batch_size"})
+            if unknown:
+                raise PlannerConfigError(
+                    f"planner={self.name}: unknown parameter(s) {', '.join(unknown)}; known: "
+                    f"{', '.join(sorted(self.param_defaults))}"
+                )
+            merged = {**self.param_defaults, **params}
         super().__init__(**merged)
         self._check_params()
         self._variant = get_variant(str(merged["prompt"]))
@@ -104,19 +188,32 @@ class VLMPlanner(Planner):
             ("max_concurrency", _is_int(p["max_concurrency"], 1), "an integer >= 1"),
             ("max_tokens", _is_int(p["max_tokens"], 1), "an integer >= 1"),
             ("max_retries", _is_int(p["max_retries"], 0), "an integer >= 0"),
-            ("narration_target_chars", p["narration_target_chars"] is None
-             or _is_int(p["narration_target_chars"], 1), "null or an integer >= 1"),
-            ("image_max_side", p["image_max_side"] is None or _is_int(p["image_max_side"], 1),
-             "null or an integer >= 1"),
-            ("api_key_env", p["api_key_env"] is None
-             or (isinstance(p["api_key_env"], str) and bool(p["api_key_env"].strip())),
-             "null or the name of an environment variable"),
+            (
+                "narration_target_chars",
+                p["narration_target_chars"] is None or _is_int(p["narration_target_chars"], 1),
+                "null or an integer >= 1",
+            ),
+            (
+                "image_max_side",
+                p["image_max_side"] is None or _is_int(p["image_max_side"], 1),
+                "null or an integer >= 1",
+            ),
+            (
+                "api_key_env",
+                p["api_key_env"] is None
+                or (isinstance(p["api_key_env"], str) and bool(p["api_key_env"].strip())),
+                "null or the name of an environment variable",
+            ),
             ("prompt", str(p["prompt"]) in _variant_names(), f"one of {_variant_names()}"),
         ]
-        checks += [(k, _is_number(p[k]) and p[k] > 0, "a number > 0")
-                   for k in ("timeout_s", "retry_base_delay_s", "retry_max_delay_s")]
-        checks += [(k, p[k] is None or _is_number(p[k]), "null or a number")
-                   for k in ("temperature", "top_p")]
+        checks += [
+            (k, _is_number(p[k]) and p[k] > 0, "a number > 0")
+            for k in ("timeout_s", "retry_base_delay_s", "retry_max_delay_s")
+        ]
+        checks += [
+            (k, p[k] is None or _is_number(p[k]), "null or a number")
+            for k in ("temperature", "top_p")
+        ]
         for key, ok, expected in checks:
             if not ok:
                 raise self._bad(key, expected)
@@ -159,7 +256,8 @@ class VLMPlanner(Planner):
             where = f"environment variable {name}" if name else "no planner.api_key_env"
             raise ComponentError(
                 f"planner={self.name}: no API key ({where} is not set); set the variable named by "
-                "planner.api_key_env", category="model_error",
+                "planner.api_key_env",
+                category="model_error",
             )
         return None
 
@@ -191,7 +289,8 @@ class VLMPlanner(Planner):
 
     def build_request(self, item: Mapping[str, Any]) -> PlannerRequest:
         return build_request(
-            dict(item), self._variant,
+            dict(item),
+            self._variant,
             target_chars=self.params["narration_target_chars"],
             image_max_side=self.params["image_max_side"],
         )
@@ -202,19 +301,25 @@ class VLMPlanner(Planner):
         except ValueError as exc:
             return Failure("model_error", str(exc))
         client = self._client
-        outcome = call_with_retries(lambda: self.send(client, request), self.classify_error,
-                                    self.policy)
+        outcome = call_with_retries(
+            lambda: self.send(client, request), self.classify_error, self.policy
+        )
         if outcome.error is not None:
             tries = f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}"
-            return Failure(outcome.error.category,
-                           self._scrub(f"{outcome.error.message} ({tries})"))
+            return Failure(
+                outcome.error.category, self._scrub(f"{outcome.error.message} ({tries})")
+            )
         reply: ModelReply = outcome.value
         usage = usage_record(
-            self.model, reply.input_tokens, reply.output_tokens, self._prices,
-            attempts=outcome.attempts, waited_s=outcome.waited_s, extra=reply.extra_usage,
+            self.model,
+            reply.input_tokens,
+            reply.output_tokens,
+            self._prices,
+            attempts=outcome.attempts,
+            waited_s=outcome.waited_s,
+            extra=reply.extra_usage,
         )
-        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "",
-                               usage=usage)
+        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=usage)
 
     # -- subclass hooks ------------------------------------------------------------------------
     def make_client(self, api_key: str | None) -> Any:
@@ -243,9 +348,14 @@ def _is_number(value: Any) -> bool:
 
 
 def _variant_names() -> list[str]:
-    from omnistory_core.planning.prompts import PROMPT_VARIANTS
-
     return sorted(PROMPT_VARIANTS)
 
 
-__all__ = ["BASE_DEFAULTS", "BASE_RUNTIME", "ModelReply", "PlannerConfigError", "VLMPlanner"]
+__all__ = [
+    "BASE_DEFAULTS",
+    "BASE_PARAMETERS",
+    "BASE_RUNTIME",
+    "ModelReply",
+    "PlannerConfigError",
+    "VLMPlanner",
+]

@@ -151,16 +151,21 @@ def test_bad_structured_output_mode_is_a_config_error():
         ClaudePlanner(structured_output="grammar")
 
 
-def test_shipped_yaml_sets_every_parameter():
+def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
     from importlib import resources
 
     import yaml
 
+    from omnistory_core.params import config_node
+
     conf = yaml.safe_load(resources.files("omnistory_anthropic.conf").joinpath(
         "planner", "claude.yaml").read_text())
-    assert conf.pop("name") == "claude"
-    assert set(conf) == set(ClaudePlanner.param_defaults) - {"seed"}
-    assert ClaudePlanner(**conf, seed=0).model == "claude-opus-4-7"
+    assert conf == {"name": "claude"}
+    node = config_node(ClaudePlanner)
+    assert set(node) - {"name"} == set(ClaudePlanner.param_defaults) - {"seed"}
+    assert node["api_key_env"] == "ANTHROPIC_API_KEY"
+    params = {k: v for k, v in node.items() if k != "name"}
+    assert ClaudePlanner(**params, seed=0).model == "claude-opus-4-7"
 
 
 def test_preflight_names_the_missing_variable_and_the_remedy(monkeypatch):

@@ -157,16 +157,20 @@ def test_prompt_variant_is_in_the_cache_key(items):
     assert "api_key_env" not in GPTPlanner(seed=0).output_params()
 
 
-def test_shipped_yaml_sets_every_parameter():
+def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
     from importlib import resources
 
     import yaml
 
+    from omnistory_core.params import config_node
+
     conf = yaml.safe_load(resources.files("omnistory_openai.conf").joinpath(
         "planner", "gpt.yaml").read_text())
-    assert conf.pop("name") == "gpt"
-    assert set(conf) == set(GPTPlanner.param_defaults) - {"seed"}
-    assert GPTPlanner(**conf, seed=0).model == "gpt-5.4"
+    assert conf == {"name": "gpt"}
+    node = config_node(GPTPlanner)
+    assert set(node) - {"name"} == set(GPTPlanner.param_defaults) - {"seed"}
+    assert node["model"] == "gpt-5.4" and node["api_key_env"] == "OPENAI_API_KEY"
+    assert GPTPlanner(**{k: v for k, v in node.items() if k != "name"}, seed=0).model == "gpt-5.4"
 
 
 def test_preflight_names_the_missing_variable_and_the_remedy(monkeypatch):

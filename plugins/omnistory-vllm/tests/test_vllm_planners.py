@@ -116,16 +116,19 @@ def test_schema_patterns_can_be_dropped(items):
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.name)
-def test_shipped_yaml_sets_every_parameter(cls):
+def test_parameters_are_declared_and_the_yaml_holds_only_the_name(cls):
     from importlib import resources
 
     import yaml
 
+    from omnistory_core.params import config_node
+
     conf = yaml.safe_load(resources.files("omnistory_vllm.conf").joinpath(
         "planner", f"{cls.name}.yaml").read_text())
-    assert conf.pop("name") == cls.name
-    assert set(conf) == set(cls.param_defaults) - {"seed"}
-    planner = cls(**conf, seed=0)
+    assert conf == {"name": cls.name}
+    node = config_node(cls)
+    assert set(node) - {"name"} == set(cls.param_defaults) - {"seed"}
+    planner = cls(**{k: v for k, v in node.items() if k != "name"}, seed=0)
     assert planner.model == EXPECTED[cls][0]
     assert (planner.params["chat_template_kwargs"] or None) == EXPECTED[cls][1]
     assert planner.params["launch"] is False

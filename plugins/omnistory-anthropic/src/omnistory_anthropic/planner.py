@@ -11,11 +11,20 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from omnistory_core.components import ComponentError
-from omnistory_core.planning.base import BASE_DEFAULTS, BASE_RUNTIME, VLMPlanner
-from omnistory_core.planning.messages import PlannerRequest, anthropic_messages
-from omnistory_core.planning.replies import ModelReply, reply_from_anthropic_message
-from omnistory_core.planning.retry import ErrorInfo, classify_api_error
+from omnistory_core.api import (
+    BASE_PARAMETERS,
+    ComponentError,
+    ErrorInfo,
+    ModelReply,
+    Param,
+    PlannerRequest,
+    VLMPlanner,
+    anthropic_messages,
+    classify_api_error,
+    plan_response_format,
+    reply_from_anthropic_message,
+    with_defaults,
+)
 
 STRUCTURED_OUTPUT_MODES = ("json_schema", "tool", "none")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -27,8 +36,6 @@ def _claude_plan_schema_json() -> str:
     import json
 
     import anthropic
-
-    from omnistory_core.plan_schema import plan_response_format
 
     schema = plan_response_format()["json_schema"]["schema"]  # without $schema / $id
     # `pattern` (the non-blank rule) is outside the structured-output subset: the SDK's own
@@ -67,21 +74,29 @@ class ClaudePlanner(VLMPlanner):
     version = "1"
     description = "Claude Opus 4.7 via the Anthropic SDK: base64 image block, Plan JSON schema"
     requirements: ClassVar[tuple[str, ...]] = ("anthropic>=2.14,<3",)
-    runtime_params: ClassVar[tuple[str, ...]] = BASE_RUNTIME
-    param_defaults: ClassVar[dict[str, Any]] = {
-        **BASE_DEFAULTS,
-        "model": "claude-opus-4-7",
-        "api_key_env": "ANTHROPIC_API_KEY",
-        "structured_output": "json_schema",
-        "effort": None,
-    }
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        if self.params["structured_output"] not in STRUCTURED_OUTPUT_MODES:
-            raise self._bad("structured_output", f"one of {', '.join(STRUCTURED_OUTPUT_MODES)}")
-        if self.params["effort"] is not None and self.params["effort"] not in EFFORTS:
-            raise self._bad("effort", f"null or one of {', '.join(EFFORTS)}")
+    parameters = with_defaults(
+        BASE_PARAMETERS,
+        Param(
+            "structured_output",
+            str,
+            "json_schema",
+            "json_schema: output_config.format (structured outputs) | tool: forced tool use with"
+            " the schema as strict input_schema | none: prompt only",
+            choices=STRUCTURED_OUTPUT_MODES,
+        ),
+        Param(
+            "effort", str, None, "output_config.effort; null: the model's default", choices=EFFORTS
+        ),
+        model="claude-opus-4-7",
+        # null: the SDK default (https://api.anthropic.com, or $ANTHROPIC_BASE_URL); a trailing
+        # /v1 is dropped (the SDK appends /v1/messages itself)
+        base_url=None,
+        api_key_env="ANTHROPIC_API_KEY",
+        max_concurrency=8,
+        timeout_s=180.0,
+        max_retries=5,
+        prices={"claude-opus-4-7": {"input_per_mtok": None, "output_per_mtok": None}},
+    )
 
     def preflight(self) -> None:
         """Before any example: the SDK is installed and the key's variable is set."""
@@ -124,13 +139,15 @@ class ClaudePlanner(VLMPlanner):
         if mode == "json_schema":
             output_config["format"] = {"type": "json_schema", "schema": claude_plan_schema()}
         elif mode == "tool":
-            kwargs["tools"] = [{
-                "name": TOOL_NAME,
-                "description": "Write the plan of the next page (narration, image prompt, "
-                               "speech).",
-                "input_schema": claude_plan_schema(),
-                "strict": True,
-            }]
+            kwargs["tools"] = [
+                {
+                    "name": TOOL_NAME,
+                    "description": "Write the plan of the next page (narration, image prompt, "
+                    "speech).",
+                    "input_schema": claude_plan_schema(),
+                    "strict": True,
+                }
+            ]
             kwargs["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
         if self.params["effort"] is not None:
             output_config["effort"] = self.params["effort"]
@@ -146,5 +163,8 @@ class ClaudePlanner(VLMPlanner):
     def classify_error(self, exc: BaseException) -> ErrorInfo:
         import anthropic
 
-        return classify_api_error(exc, timeout_types=(anthropic.APITimeoutError,),
-                                  connection_types=(anthropic.APIConnectionError,))
+        return classify_api_error(
+            exc,
+            timeout_types=(anthropic.APITimeoutError,),
+            connection_types=(anthropic.APIConnectionError,),
+        )

@@ -20,9 +20,14 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from omnistory_core.components import Backbone, BackboneOutput, ComponentError
-from omnistory_core.contract import MODALITIES, Failure
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.api import (
+    MODALITIES,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    ConfigError,
+    Failure,
+)
 from omnistory_dynin.params import (
     DEFAULTS,
     NAME,
