@@ -112,7 +112,9 @@ def text_judge_length_controls(
     n_sys = len(cube.systems)
     length = length_matrix(cube, lengths)
     obs = []  # per judge: system index, score, length
+    unknown = 0  # valid observations without a known length: left out of every control
     for k in cube.judge_indices("text"):
+        unknown += int((cube.valid[k] & ~np.isfinite(length)).sum())
         mask = cube.valid[k] & np.isfinite(length)
         s, e = np.nonzero(mask)
         obs.append((s, cube.values[k][s, e], length[s, e]))
@@ -140,6 +142,8 @@ def text_judge_length_controls(
         },
         index=pd.Index(cube.systems, name="system"),
     )
+    if unknown:
+        note += f"; {unknown} valid text-judge observation(s) without a known length left out"
     return LengthControls(table, note)
 
 

@@ -116,8 +116,6 @@ PAPER_FIGURES: tuple[PaperItem, ...] = (
 FIGURE_REASONS: dict[int, str] = {
     1: "illustration, not computed from scores",
     2: "illustration, not computed from scores",
-    5: "not produced by `report` yet",
-    7: "not produced by `report` yet",
     8: "dataset example, not computed from scores",
     9: "dataset example, not computed from scores",
     10: "annotation interface screenshot, not computed from scores",

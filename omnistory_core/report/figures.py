@@ -2,8 +2,10 @@
 
 Figure 3 (Total Average ranking by paradigm; Figure 14 is the same under zero-filled scoring),
 Figure 4 (missing outputs per modality), Figure 13 (valid-only vs zero-filled), the modality
-correlation heatmap, Figure 6 (image-judge category scores by paradigm) and Figure 12 (integrated
-categories by paradigm and their partial correlations).  Oracle systems are hatched and labelled.
+correlation heatmap, Figure 5 (BERTScore vs text-judge criteria by paradigm), Figure 6 (image-judge
+category scores by paradigm), Figure 7 (judge scores across systems per track) and Figure 12
+(integrated categories by paradigm and their partial correlations).  Oracle systems are hatched
+and labelled.
 """
 
 from __future__ import annotations
@@ -272,6 +274,10 @@ def integrated_categories_figure(
         _empty(ax_a, "No integrated-judge scores yet")
         _empty(ax_b, "No integrated-judge scores yet")
         return _save(fig, out_dir, stem)
+    order = {p: i for i, p in enumerate(PARADIGM_COLORS)}
+    paradigm_means = paradigm_means.sort_values(
+        "paradigm", key=lambda col: col.map(lambda p: order.get(p, len(order)))
+    )
     n_bars = len(paradigm_means)
     width = 0.8 / max(n_bars, 1)
     x = np.arange(len(cats))
@@ -301,7 +307,70 @@ def integrated_categories_figure(
         for j in range(3):
             v = float(matrix.iloc[i, j])
             ax_b.text(
-                j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9
+                j,
+                i,
+                "—" if np.isnan(v) else f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if abs(v) > 0.6 else "black",
             )
     ax_b.set_title("(b) Partial correlation with each modality score")
+    return _save(fig, out_dir, stem)
+
+
+def text_metrics_figure(
+    lb: pd.DataFrame, criteria: pd.DataFrame, info: pd.DataFrame, out_dir: Path
+) -> Path:
+    """Figure 5: BERTScore (x10) and the text judge's four criteria, valid-only, averaged over the
+    systems of each paradigm."""
+    stem = "figure05_text_metrics"
+    fig = _figure(9, 4.6)
+    ax = fig.add_subplot()
+    data = criteria.copy()
+    bert = lb.set_index("system")["bertscore"].astype(float)
+    data.insert(0, "BERTScore x10", 10 * bert.reindex(data.index))
+    data = data.dropna(how="all")
+    if data.empty or data.shape[1] < 2:
+        _empty(ax, "No text scores yet")
+        return _save(fig, out_dir, stem)
+    means = data.groupby(data.index.map(lambda s: _paradigm(info, s))).mean()
+    means = means.loc[[p for p in PARADIGM_COLORS if p in means.index]]
+    n_bars = len(means)
+    width = 0.8 / max(n_bars, 1)
+    x = np.arange(means.shape[1])
+    for b, (p, row) in enumerate(means.iterrows()):
+        ax.bar(
+            x + (b - (n_bars - 1) / 2) * width,
+            row.to_numpy(float),
+            width,
+            color=PARADIGM_COLORS[str(p)],
+            label=str(p),
+            edgecolor="black",
+            linewidth=0.4,
+        )
+    ax.set_xticks(x, [textwrap.fill(c.replace("_", " "), 18) for c in means.columns], fontsize=8)
+    ax.set_ylim(0, 10)
+    ax.set_ylabel("score (0–10, valid-only)")
+    ax.set_title("Text evaluation metrics by paradigm: BERTScore vs text-judge criteria")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, out_dir, stem)
+
+
+def judge_distributions_figure(lb: pd.DataFrame, out_dir: Path) -> Path:
+    """Figure 7: distribution over systems of each track's judge score (valid-only, judges
+    averaged equally), one box per track."""
+    stem = "figure07_judge_distributions"
+    fig = _figure(6.5, 4.4)
+    ax = fig.add_subplot()
+    tracks = ("text", "image", "speech", "omni")
+    values = [lb[f"judge_{t}"].dropna().to_numpy(float) for t in tracks]
+    if not any(len(v) for v in values):
+        _empty(ax, "No judge scores yet")
+        return _save(fig, out_dir, stem)
+    ax.boxplot([v if len(v) else [np.nan] for v in values], showmeans=True)
+    ax.set_xticks(range(1, len(tracks) + 1), ["text", "image", "speech", "integrated"])
+    ax.set_ylim(1, 10)
+    ax.set_ylabel("judge score per system (1–10, valid-only)")
+    ax.set_title("LLM-judge scores across systems, per modality")
     return _save(fig, out_dir, stem)

@@ -78,7 +78,7 @@ def write_paper_outputs(
 
     figures: list[tuple[str, Path]] = []
     for item in PAPER_FIGURES:
-        png = _paper_figure(item, fig, fig_dir, lb, info, computed, extra)
+        png = _paper_figure(item, fig, fig_dir, lb, info, computed, extra, stats, exclude)
         if png is None:
             reason = FIGURE_REASONS.get(item.number) or _figure_reason(item, computed)
             index[item.label] = _entry(item, absent=reason)
@@ -108,9 +108,22 @@ def _with_note(table: StatTable, incomplete: str) -> StatTable:
     return StatTable(table.title, table.frame, note)
 
 
-def _paper_figure(item, fig, fig_dir: Path, lb, info, computed, extra) -> Path | None:
+def _paper_figure(
+    item, fig, fig_dir: Path, lb, info, computed, extra, stats, exclude
+) -> Path | None:
     if item.number in FIGURE_STEMS:
         return _copy_figure(fig_dir, FIGURE_STEMS[item.number], item.stem)
+    comparable = lb[~lb["system"].isin(list(exclude))]
+    if item.number == 5:
+        crit = stats.get("criterion_scores_text")
+        criteria = (
+            crit.frame.set_index("system").drop(index=list(exclude), errors="ignore")
+            if crit is not None
+            else pd.DataFrame(index=pd.Index(comparable["system"], name="system"))
+        )
+        return fig.text_metrics_figure(comparable, criteria, info, fig_dir)
+    if item.number == 7:
+        return fig.judge_distributions_figure(comparable, fig_dir)
     if item.number == 14:
         return fig.ranking_figure(lb, info, fig_dir, column="total_zero", stem=item.stem)
     if item.number == 12:

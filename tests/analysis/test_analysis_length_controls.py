@@ -64,6 +64,18 @@ def test_m1_and_clipped_m1_by_hand():
     assert table.loc["b", "length_m1_clipped"] == pytest.approx(2.8)
 
 
+def test_observations_without_a_length_are_left_out_and_counted():
+    cube, lengths = _table()
+    short = lengths[~((lengths["system"] == "a") & (lengths["example_id"] == "e3"))]
+    controls = text_judge_length_controls(cube, short, m1_bins=2)
+    assert "1 valid text-judge observation(s) without a known length left out" in controls.note
+    # tj without a/e3: pooled (10, L10) (10, L20) (1, L10) (1, L40), mean 5.5, median length 15
+    # bin {L10, L10}: mean 5.5; bin {L20, L40}: mean 5.5 -> nothing moves: a = 10, b = 1
+    table = controls.text_judge
+    assert table.loc["a", "length_m1"] == pytest.approx((10 + 5) / 2)
+    assert table.loc["b", "length_m1"] == pytest.approx(1.0)
+
+
 def test_m2_common_support_by_hand():
     _, lengths = _table()
     _, tj_cube = cube_of(

@@ -83,6 +83,9 @@ def test_paper_tables_figures_and_index(synthetic_run, tmp_path):
     assert index["Table 8"]["file"] == "tables/table08_dreamsim_correlations.csv"
     assert index["Figure 12"]["file"] == "figures/figure12_integrated_category_diagnostics.png"
     assert index["Figure 14"]["file"] == "figures/figure14_zero_filled_ranking.png"
+    assert index["Figure 5"]["file"] == "figures/figure05_text_metrics.png"
+    assert index["Figure 7"]["file"] == "figures/figure07_judge_distributions.png"
+    assert index["Figure 1"]["absent"] == "illustration, not computed from scores"
     assert (out / "figures" / "figure12_integrated_category_diagnostics.svg").is_file()
     # the older names stay
     assert (out / "figures" / "fig3_total_ranking.png").is_file()
