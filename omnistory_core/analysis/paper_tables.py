@@ -235,6 +235,8 @@ def compute_paper_tables(
         out[32] = StatTable(
             "DreamSim distance per system over valid images (SD: population); not in Total Average",
             ds,
+            "One row per system: the paper merges systems that differ only in TTS after checking "
+            "identical images, which a scores table cannot check.",
         )
     out[9] = StatTable(
         "Pearson correlations of the integrated judge with the modality scores (valid-only)"
