@@ -235,3 +235,19 @@ def test_gpt_without_a_key_fails_its_job_before_any_example(tmp_path: Path) -> N
     error = load_json(root / "gpt-copy-espeak/job_error.json")
     assert error["error"].startswith("ComponentUnavailable: planner=gpt cannot run")
     assert not (root / "gpt-copy-espeak/missing.txt").exists()
+
+
+def test_a_run_that_made_nothing_exits_non_zero(tmp_path: Path) -> None:
+    write_plugin(tmp_path / "site", BUG)
+    # noop image reads the plan's image_prompt: with every plan broken, nothing at all is made
+    proc = run(tmp_path, "image=noop")
+    assert proc.returncode != 0
+    assert "every output is missing (text 2, image 2, speech 2)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    job = tmp_path / "out/runs/demo/buggy-noop-espeak"
+    assert (job / "manifest.json").is_file() and len(
+        (job / "missing.txt").read_text().splitlines()
+    ) == 6
+    write_plugin(tmp_path / "site", FIX)
+    fixed = run(tmp_path, "image=noop")
+    assert fixed.returncode == 0, fixed.stderr

@@ -10,6 +10,8 @@
 * :class:`ComponentUnavailable`: a component that cannot run here (no API key, no package, no
   weights) fails its job with one line naming the component, the cause and the remedy.
 * :class:`MissingOutputs`: ``engine.fail_on_missing=true`` and some output is missing.
+* :class:`NothingProduced`: every output of the job is missing; whatever the setting, a system that
+  made nothing is a broken run, not a result, and its job exits non-zero.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class ComponentUnavailable(ConfigError):
 
 class MissingOutputs(ConfigError):
     """``engine.fail_on_missing=true`` and the job has missing outputs (its outputs are written)."""
+
+
+class NothingProduced(MissingOutputs):
+    """Every output of the job is missing (records, ``missing.txt`` and manifest are written)."""
 
 
 def retry_mode(value: Any) -> str:
@@ -197,11 +203,20 @@ def preflight(components: Iterable[Any]) -> list[tuple[Any, BaseException]]:
 
 
 # -- missing outputs -----------------------------------------------------------------------
-def check_missing(missing: Mapping[str, int], fail_on_missing: Any) -> None:
-    """Raise :class:`MissingOutputs` when ``engine.fail_on_missing`` is set and any is missing."""
+def check_missing(
+    missing: Mapping[str, int], fail_on_missing: Any, expected: int | None = None
+) -> None:
+    """Raise :class:`NothingProduced` when all ``expected`` outputs are missing, and
+    :class:`MissingOutputs` when ``engine.fail_on_missing`` is set and any is missing."""
+    total = sum(int(n) for n in missing.values())
+    if expected and total >= expected:
+        counts = ", ".join(f"{m} {n}" for m, n in missing.items())
+        raise NothingProduced(
+            f"every output is missing ({counts}): the system made nothing; the cause of each is in"
+            " missing.txt in the job directory and in the failure summary above"
+        )
     if not fail_on_missing:
         return
-    total = sum(int(n) for n in missing.values())
     if total:
         counts = ", ".join(f"{m} {n}" for m, n in missing.items())
         raise MissingOutputs(

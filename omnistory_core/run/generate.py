@@ -104,5 +104,5 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         missing["image"],
         missing["speech"],
     )
-    check_missing(missing, cfg.engine.get("fail_on_missing", False))
+    check_missing(missing, cfg.engine.get("fail_on_missing", False), expected=3 * len(examples))
     return manifest

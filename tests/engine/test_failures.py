@@ -20,6 +20,7 @@ from omnistory_core.engine.failures import (
     ComponentUnavailable,
     ConfigError,
     MissingOutputs,
+    NothingProduced,
     check_missing,
     code_location,
     exception_failure,
@@ -362,3 +363,12 @@ def test_an_isolated_component_without_its_interpreter_stops_the_job(examples, t
     assert str(info.value).startswith("tts=noop cannot run: runner.python ")
     assert "python -m omnistory_core env create tts=noop" in str(info.value)  # the remedy
     assert Plans.calls == []  # checked before the first stage
+
+
+def test_a_job_that_made_nothing_fails_whatever_the_setting() -> None:
+    nothing = {"text": 2, "image": 2, "speech": 2}
+    for setting in (False, True):
+        with pytest.raises(NothingProduced, match=r"every output is missing \(text 2, image 2"):
+            check_missing(nothing, setting, expected=6)
+    check_missing({"text": 2, "image": 1, "speech": 2}, False, expected=6)  # one image: a result
+    check_missing({"text": 0, "image": 0, "speech": 0}, False, expected=0)  # an empty dataset
