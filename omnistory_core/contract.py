@@ -10,7 +10,7 @@ field at all, and reference-reading inputs are only ever assembled for component
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 EMOTIONS: tuple[str, ...] = ("angry", "happy", "neutral", "sad")
 SPEEDS: tuple[str, ...] = ("slow", "normal", "fast")
@@ -38,7 +38,7 @@ FailureCategory = Literal[
     "backbone_no_image",
     "backbone_no_speech",
 ]
-FAILURE_CATEGORIES: tuple[str, ...] = FailureCategory.__args__  # type: ignore[attr-defined]
+FAILURE_CATEGORIES: tuple[str, ...] = get_args(FailureCategory)
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,9 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
             if hook_name in COMPONENT_HOOKS:
                 kind = COMPONENT_HOOKS[hook_name]
 
-                def register(cls: type[Component], _kind: str = kind, _acc=registered) -> None:
+                def register_component(
+                    cls: type[Component], _kind: str = kind, _acc=registered
+                ) -> None:
                     if not (isinstance(cls, type) and issubclass(cls, Component)):
                         raise PluginError(f"{cls!r} is not a Component subclass")
                     if getattr(cls, "kind", None) != _kind:
@@ -235,18 +237,25 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
                     registry.origins[key] = plugin_name
                     _acc.append((_kind, cls.name))
 
+                register: Callable[..., None] = register_component
             elif hook_name == "register_datasets":
 
-                def register(name: str, loader: Callable[..., Any], _acc=registered) -> None:
+                def register_dataset(
+                    name: str, loader: Callable[..., Any], _acc=registered
+                ) -> None:
                     registry.datasets.setdefault(name, loader)
                     _acc.append(("dataset", name))
 
+                register = register_dataset
+
             elif hook_name == "register_config_paths":
 
-                def register(path: str, _acc=registered) -> None:
+                def register_config_path(path: str, _acc=registered) -> None:
                     if path not in registry.config_paths:
                         registry.config_paths.append(path)
                     _acc.append(("config", path))
+
+                register = register_config_path
 
             else:  # pragma: no cover - _check_hooks refused unknown hooks before this
                 continue

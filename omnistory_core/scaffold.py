@@ -105,7 +105,8 @@ def check_free(name: str, kind: str) -> None:
         raise ScaffoldError(
             f"{kind}={name} is already registered (by {origin}); choose another NAME"
         )
-    if resources.files("omnistory_core.conf").joinpath(kind, f"{name}.yaml").is_file():
+    # one joinpath argument at a time: Python 3.10's Traversable takes a single child
+    if resources.files("omnistory_core.conf").joinpath(kind).joinpath(f"{name}.yaml").is_file():
         raise ScaffoldError(
             f"{kind}={name} is a config of omnistory_core (conf/{kind}/{name}.yaml); choose another"
             " NAME"
@@ -208,7 +209,7 @@ def main(argv: list[str]) -> int:
     new = actions.add_parser(
         "new",
         help="write omnistory-NAME/: pyproject, component, preset, README, tests",
-        description=__doc__.split("\n\n")[1],
+        description=__doc__.split("\n\n")[1] if __doc__ else None,  # None under python -OO
     )
     new.add_argument("name", help="component name users type (planner=NAME), e.g. my_model")
     new.add_argument("--kind", required=True, choices=tuple(KINDS))

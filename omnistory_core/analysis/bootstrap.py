@@ -100,13 +100,13 @@ def paired_bootstrap(
     weights_num = values.reshape(n_cells * n_sys, n_ex).T.copy()
     if policy == "valid":
         weights_den = cube.valid[:, keep, :].reshape(n_cells * n_sys, n_ex).T.astype(np.float64)
-        include_point = cube.valid[:, keep, :].any(axis=2)
+        include_point = np.asarray(cube.valid[:, keep, :].any(axis=2))
     elif cube.error is None:
         weights_den = cube.present[keep, :].T.astype(np.float64)
-        include_point = cube.has_rows[:, keep, :].any(axis=2)
+        include_point = np.asarray(cube.has_rows[:, keep, :].any(axis=2))
     else:  # examples whose evaluator erred leave that cell's denominator only
         weights_den = cube.scored[:, keep, :].reshape(n_cells * n_sys, n_ex).T.astype(np.float64)
-        include_point = cube.has_rows[:, keep, :].any(axis=2)
+        include_point = np.asarray(cube.has_rows[:, keep, :].any(axis=2))
     per_cell = policy == "valid" or cube.error is not None
 
     reps = {name: np.empty((draws, n_sys)) for name in SCORES}

@@ -163,7 +163,7 @@ def component_matrix(cube: ScoreCube, policy: str = "valid") -> np.ndarray:
         include = denom > 0
     else:
         denom = cube.scored.sum(axis=2)  # the system's examples, less those whose evaluator erred
-        include = cube.has_rows.any(axis=2)
+        include = np.asarray(cube.has_rows.any(axis=2))
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(include, sums / np.maximum(denom, 1), np.nan)
     return aggregate_cells(cube, means, include)

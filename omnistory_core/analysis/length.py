@@ -74,7 +74,7 @@ def length_correlations(cube: ScoreCube, lengths: pd.DataFrame) -> pd.DataFrame:
     judges = cube.judge_indices("text")
     rows = []
     if judges:
-        run = cube.has_rows[judges].any(axis=2)  # (J, S): judge was run on the system
+        run = np.asarray(cube.has_rows[judges].any(axis=2))  # (J, S): judge was run on the system
         all_valid = np.all(cube.valid[judges][:, s, e] | ~run[:, s], axis=0) & run[:, s].any(0)
         with np.errstate(invalid="ignore", divide="ignore"):
             judge_mean = (cube.values[judges][:, s, e] * run[:, s]).sum(0) / run[:, s].sum(0)

@@ -243,8 +243,8 @@ def _check_row(
         elif name in NON_EMPTY_COLUMNS and not value.strip():
             report(name, "required text is empty")
 
-    ids = [row.get(name) for name in ID_COLUMNS]
-    if all(isinstance(value, str) and value.strip() for value in ids):
+    ids = [value for name in ID_COLUMNS if isinstance(value := row.get(name), str)]
+    if len(ids) == len(ID_COLUMNS) and all(value.strip() for value in ids):
         wanted = expected_id(*ids[1:])
         if ids[0] != wanted:
             report("id", f"{ids[0]!r} does not match source/book/from_key__to_key = {wanted!r}")

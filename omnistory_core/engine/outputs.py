@@ -97,6 +97,7 @@ def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int
                 if isinstance(value, str):
                     atomic_write_bytes(target, value.encode("utf-8"))
                 else:
+                    assert isinstance(value, CallRecord)  # a Failure is never "no failure"
                     blob = store.blob_path(value.output["blob"], value.output.get("ext", ""))
                     _link_or_copy(blob, target)
                 row[modality] = {"status": "ok", "path": rel}

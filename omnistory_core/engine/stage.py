@@ -6,7 +6,7 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from omnistory_core.components import (
     Audio,
@@ -286,7 +286,7 @@ def run_stage(
         keyed.setdefault(key, []).append(item.index)
         inputs_by_key.setdefault(key, item.inputs or {})
 
-    def usable(record: CallRecord | None) -> bool:
+    def usable(record: CallRecord | None) -> TypeGuard[CallRecord]:
         return record is not None and not needs_recompute(record, mode, derived_failure)
 
     def finish(key: str, record: CallRecord, computed: bool) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from omnistory_core.components import BACKBONE_MODALITIES
 
@@ -70,12 +70,12 @@ class SystemPlan:
         return tuple(self.specs)
 
 
-def chosen(node: Any) -> bool:
+def chosen(node: Any) -> TypeGuard[Mapping[str, Any]]:
     """A group node that names a component (``backbone: null`` leaves only its runner)."""
     return isinstance(node, Mapping) and bool(node.get("name"))
 
 
-def explicit(node: Any) -> bool:
+def explicit(node: Any) -> TypeGuard[Mapping[str, Any]]:
     """Chosen by the user or a preset, not filled in by ``<group>/default.yaml``."""
     return chosen(node) and not bool(node.get("default_choice", False))
 

@@ -73,7 +73,8 @@ def failure_error_cause(failure: dict[str, Any] | None) -> str | None:
 def output_error_cause(output: dict[str, Any] | None) -> str | None:
     """The cause when an evaluator result (a record with status ``ok``) is an error."""
     output = output or {}
-    detail = output.get("detail") if isinstance(output.get("detail"), dict) else {}
+    raw_detail = output.get("detail")
+    detail: dict[str, Any] = raw_detail if isinstance(raw_detail, dict) else {}
     if output.get("status") == "error":
         return str(detail.get("error") or detail.get("failure") or "evaluator error")
     if detail.get("inference_status") == "error" and detail.get("error_kind") != REQUEST_REJECTED:

@@ -15,7 +15,7 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,7 +203,7 @@ def _isolation(evaluator: Any) -> tuple[Any, str | None]:
 
 def evaluator_needs(evaluator: Any) -> list[Need]:
     component, python = _isolation(evaluator)
-    declare = getattr(component, "preflight_needs", None)
+    declare: Callable[[], Iterable[Need]] | None = getattr(component, "preflight_needs", None)
     needs = list(declare()) if callable(declare) else []
     if python is not None:
         label = f"{component.kind}.{component.name}.runner.python"

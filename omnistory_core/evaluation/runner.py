@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omnistory_core.components import Evaluator, Media
 from omnistory_core.contract import Failure, StoryExample
@@ -149,7 +149,9 @@ def outcome_error(evaluator: Evaluator, outcome: CallRecord | Failure | None) ->
         return " ".join(outcome.message.split()) or outcome.category
     cause = record_error_cause(outcome)
     if cause is None and outcome.status == "ok":
-        pending = getattr(evaluator, "result_error", None)  # e.g. an answer awaiting repair
+        # e.g. an answer awaiting repair
+        pending: Callable[[dict[str, Any]], str | None] | None
+        pending = getattr(evaluator, "result_error", None)
         cause = pending(outcome.output or {}) if callable(pending) else None
     return cause
 
@@ -227,7 +229,8 @@ def evaluate_systems(
     rows with that cause."""
     progress = progress or (lambda label, total: lambda n: None)
     blocked = blocked or {}
-    store = ResultStore(store) if not isinstance(store, ResultStore) else store
+    # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
+    store = cast(Store, store if isinstance(store, ResultStore) else ResultStore(store))
     media = _Hasher()
     pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
     for s, system in enumerate(systems):
@@ -260,6 +263,7 @@ def evaluate_systems(
                 advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
             )
             _report_load_failure(evaluator, outcomes)
+            finalize: Callable[..., dict[int, Any] | None] | None
             finalize = getattr(evaluator, "finalize_stage", None)
             if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
                 outcomes = finalize(outcomes, store) or outcomes

@@ -89,7 +89,9 @@ class CLIPMetric(Metric):
         self._device = resolve_device(self.params.get("device"))
         self._processor = load_or_skip(model_id, lambda: CLIPProcessor.from_pretrained(model_id))
         model = load_or_skip(model_id, lambda: CLIPModel.from_pretrained(model_id))
-        self._model = model.eval().to(self._device)
+        # transformers declares PreTrainedModel.to as functools.wraps(torch.nn.Module.to), which
+        # pyright reads as the unbound function (self = the device)
+        self._model = model.eval().to(self._device)  # pyright: ignore[reportArgumentType]
         self._cache = {}
 
     def unload(self) -> None:

@@ -31,6 +31,13 @@ def _bpe(directory: Path, vocab_size: int, special_tokens: list[str]) -> tuple[s
     return str(directory / "vocab.json"), str(directory / "merges.txt")
 
 
+def _token_id(value: object) -> int:
+    """A tokenizer's id for one special token (transformers types it int | str | list | None)."""
+    if not isinstance(value, int):
+        raise TypeError(f"expected one token id, got {value!r}")
+    return value
+
+
 def _seed(seed: int) -> None:
     import torch
 
@@ -49,8 +56,9 @@ def build_tiny_roberta(directory: str | Path, seed: int = 0, layers: int = 3) ->
     tok.save_pretrained(d)
     cfg = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=layers,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
-                        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-                        eos_token_id=tok.eos_token_id)
+                        pad_token_id=_token_id(tok.pad_token_id),
+                        bos_token_id=_token_id(tok.bos_token_id),
+                        eos_token_id=_token_id(tok.eos_token_id))
     RobertaModel(cfg).save_pretrained(d)
     return d
 
@@ -114,7 +122,7 @@ def build_tiny_whisper(directory: str | Path, seed: int = 0) -> Path:
     # timestamp tokens follow <|notimestamps|> directly, 0.02 s apart, as in the real vocabulary
     tok.add_tokens([AddedToken(f"<|{i * 0.02:.2f}|>", lstrip=False, rstrip=False)
                     for i in range(1501)])
-    ids = {s: tok.convert_tokens_to_ids(s) for s in WHISPER_SPECIALS}
+    ids = {s: _token_id(tok.convert_tokens_to_ids(s)) for s in WHISPER_SPECIALS}
     WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80),
                      tokenizer=tok).save_pretrained(d)
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
@@ -161,7 +169,8 @@ def build_tiny_hubert_er(directory: str | Path, seed: int = 0) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     _seed(seed)
     labels = ["neu", "hap", "ang", "sad"]
-    cfg = HubertConfig(**_tiny_wav2vec2_kwargs(), num_labels=4, classifier_proj_size=8,
+    # four labels: id2label sets num_labels
+    cfg = HubertConfig(**_tiny_wav2vec2_kwargs(), classifier_proj_size=8,
                        id2label=dict(enumerate(labels)),
                        label2id={lab: i for i, lab in enumerate(labels)})
     HubertForSequenceClassification(cfg).save_pretrained(d)
@@ -262,8 +271,10 @@ def build_speechbrain_iemocap_standin(directory: str | Path, seed: int = 0) -> P
     ``model.ckpt``, ``label_encoder.txt`` in the label order neu, ang, hap, sad) around a tiny
     wav2vec2.  Needs speechbrain (hence torchaudio): run it in the environment that has them."""
     import torch
-    from speechbrain.dataio.encoder import CategoricalEncoder
-    from speechbrain.nnet.linear import Linear
+
+    # speechbrain is installed in the speech environment only, not where the package is checked
+    from speechbrain.dataio.encoder import CategoricalEncoder  # pyright: ignore[reportMissingImports]
+    from speechbrain.nnet.linear import Linear  # pyright: ignore[reportMissingImports]
 
     d = Path(directory).resolve()
     d.mkdir(parents=True, exist_ok=True)
@@ -290,7 +301,9 @@ def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
     """A local funasr model directory (``config.yaml``, ``model.pt``, ``tokens.txt``) of a tiny
     ``Emotion2vec`` with the nine emotion2vec+ classes.  Needs funasr: run it where funasr is."""
     import torch
-    from funasr.models.emotion2vec.model import Emotion2vec
+
+    # funasr is installed in the speech environment only, not where the package is checked
+    from funasr.models.emotion2vec.model import Emotion2vec  # pyright: ignore[reportMissingImports]
 
     audio = dict(
         type="AUDIO", feature_encoder_spec="[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2",
