@@ -627,3 +627,27 @@ def test_a_judge_against_a_fake_openai_server_passes() -> None:
     assert "runtime_params (backend, base_url, model, repair)" in report.passed
     # 2 examples in two stores, 1 neighbour of the raising item; nothing asked when cached
     assert asked == 5, asked
+
+
+class SpeechDuration(Metric):
+    """Seconds of the generated speech; a WAV that does not decode raises (an item exception the
+    runner records as an invalid row)."""
+
+    name = "speech_duration"
+    version = "1"
+    track = "speech"
+    criteria = ("seconds",)
+    reads = ("candidate_speech",)
+    score_range = (0.0, 60.0)
+
+    def run_one(self, item: dict[str, Any]) -> EvalResult:
+        import soundfile as sf
+
+        info = sf.info(item["candidate_speech"].path)
+        return EvalResult(scores={"seconds": info.frames / info.samplerate})
+
+
+def test_a_speech_metric_records_an_unreadable_wav_as_a_row() -> None:
+    report = check_component(SpeechDuration)
+    assert report.passed[-1] == "unreadable_input (candidate_speech)"
+    assert report.skipped == {"runtime_params": "the evaluator declares no runtime parameters"}
