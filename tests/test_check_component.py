@@ -651,3 +651,10 @@ def test_a_speech_metric_records_an_unreadable_wav_as_a_row() -> None:
     report = check_component(SpeechDuration)
     assert report.passed[-1] == "unreadable_input (candidate_speech)"
     assert report.skipped == {"runtime_params": "the evaluator declares no runtime parameters"}
+
+
+def test_a_metric_parameter_the_engine_refuses_is_named() -> None:
+    with pytest.raises(
+        ConformanceError, match=r"outputs: the engine refused the evaluator: .*tempo"
+    ):
+        check_component(GoodMetric, tempo=3)

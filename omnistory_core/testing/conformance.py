@@ -25,6 +25,9 @@ experts, an image or TTS expert after the built-in ``template`` planner, a backb
 ``noop`` expert for each modality it does not make.  The class is registered for the run through a
 pluggy plugin made in-process (the same hook path as an installed plugin), so it need not be
 installed.
+
+A metric or judge is checked as an evaluator instead (a tiny built-in run scored through the
+evaluation runner): see :mod:`omnistory_core.testing.evaluator_conformance`.
 """
 
 from __future__ import annotations
