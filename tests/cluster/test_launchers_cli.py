@@ -1,10 +1,13 @@
 """Sweeps through cluster launchers, run locally through the real CLI: SLURM's launcher
-(hydra-submitit-launcher) with submitit's local executor, and Ray tasks on a local Ray cluster."""
+(hydra-submitit-launcher) with submitit's local executor and with stand-in sbatch/srun commands,
+and Ray tasks on a local Ray cluster."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,26 +62,6 @@ def test_submitit_local_executor_runs_each_job_as_a_submitit_job(tmp_path: Path)
     assert all(f"out/sweeps/demo/{job}" in text for job in JOBS), text[-2000:]
 
 
-def test_slurm_preset_asks_for_a_gpu_per_job(tmp_path: Path) -> None:
-    pytest.importorskip(
-        "hydra_plugins.hydra_submitit_launcher",
-        reason="hydra-submitit-launcher is not installed: pip install 'omnistory-core[cluster]'",
-    )
-    proc = run_cli(
-        "hydra/launcher=slurm",
-        "hydra.launcher.partition=gpu",
-        "--cfg",
-        "hydra",
-        "-p",
-        "hydra.launcher",
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "submitit_launcher.SlurmLauncher" in proc.stdout
-    for line in ("gpus_per_node: 1", "partition: gpu", "timeout_min: 720", "max_num_timeout: 3"):
-        assert line in proc.stdout, proc.stdout
-
-
 def test_ray_launcher_runs_each_job_as_a_ray_task_with_its_gpu(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'omnistory-core[cluster]'")
     # a local Ray cluster with two (logical) GPUs; each job asks for one
@@ -114,3 +97,89 @@ def test_ray_launcher_refuses_jobs_bigger_than_its_local_cluster() -> None:
         _check_feasible(job, {"CPU": 8.0, "GPU": 2.0}, local=True)
     _check_feasible(job, {"CPU": 8.0, "GPU": 2.0}, local=False)  # a cluster may grow: a warning
     _check_feasible({"num_cpus": 1, "num_gpus": 1}, {"CPU": 2.0, "GPU": 2.0}, local=True)
+
+
+FAKE_SBATCH = """\
+#!{python}
+# sbatch for tests: keeps the script, runs every array task in the background as SLURM would
+import os, re, subprocess, sys
+script = open(sys.argv[-1]).read()
+spool = os.environ["FAKE_SLURM_SPOOL"]
+job = str(4000 + len([n for n in os.listdir(spool) if n.endswith(".sbatch")]))
+copy = os.path.join(spool, job + ".sbatch")
+open(copy, "w").write(script)
+found = re.search(r"#SBATCH --array=0-(\\d+)", script)
+for task in range(int(found.group(1)) + 1 if found else 1):
+    env = dict(os.environ, SLURM_JOB_ID=job + str(task), SLURM_ARRAY_JOB_ID=job,
+               SLURM_ARRAY_TASK_ID=str(task), SLURM_NTASKS="1", SLURM_JOB_NUM_NODES="1",
+               SLURM_NODEID="0", SLURM_JOB_NODELIST="localhost", SLURM_PROCID="0",
+               SLURM_LOCALID="0")
+    if not found:
+        del env["SLURM_ARRAY_JOB_ID"], env["SLURM_ARRAY_TASK_ID"]
+    # start once submitit has named its files after the job id, as a queue would
+    subprocess.Popen(["bash", "-c", "sleep 1; exec bash " + copy], env=env,
+                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("Submitted batch job " + job)
+"""
+
+FAKE_SRUN = """\
+#!{python}
+# srun for tests: honours --output/--error (with %A %a %j %t) and runs the command
+import os, sys
+args, files = sys.argv[1:], {{}}
+while args and args[0].startswith("--"):
+    flag = args.pop(0)
+    if flag in ("--output", "--error"):
+        files[flag] = args.pop(0)
+env = os.environ
+for flag, fd in (("--output", 1), ("--error", 2)):
+    if flag in files:
+        path = files[flag].replace("%A", env.get("SLURM_ARRAY_JOB_ID", "")).replace(
+            "%a", env.get("SLURM_ARRAY_TASK_ID", "")).replace("%j", env["SLURM_JOB_ID"]).replace(
+            "%t", "0")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), fd)
+os.execvp(args[0], args)
+"""
+
+
+def test_slurm_launcher_submits_a_gpu_job_array_that_runs_the_sweep(tmp_path: Path) -> None:
+    """hydra/launcher=slurm end to end against stand-in sbatch/srun/sacct commands: the real
+    submitit SLURM executor writes the sbatch script, the jobs run it and the sweep completes."""
+    pytest.importorskip(
+        "hydra_plugins.hydra_submitit_launcher",
+        reason="hydra-submitit-launcher is not installed: pip install 'omnistory-core[cluster]'",
+    )
+    bin_dir, spool = tmp_path / "bin", tmp_path / "spool"
+    bin_dir.mkdir()
+    spool.mkdir()
+    commands = {
+        "sbatch": FAKE_SBATCH.format(python=sys.executable),
+        "srun": FAKE_SRUN.format(python=sys.executable),
+        "sacct": "#!/bin/sh\necho 'JobID|State|NodeList'\n",
+        "scancel": "#!/bin/sh\nexit 0\n",
+    }
+    for name, text in commands.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SLURM_SPOOL": str(spool)}
+    proc = run_cli(
+        *SWEEP,
+        "hydra/launcher=slurm",
+        "hydra.launcher.partition=gpu",
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_sweep_complete(tmp_path)
+    (script,) = [p.read_text() for p in spool.glob("*.sbatch")]  # one array for the sweep
+    for line in (
+        "#SBATCH --array=0-1%2",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=64GB",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=720",
+    ):
+        assert line in script, script
