@@ -302,6 +302,20 @@ def _owner_alive(locks_dir: Path, owner: str, created: float, lease_s: float) ->
     return now < expires + _grace(float(record.get("lease_s") or lease_s))
 
 
+def _drop_expired_owner(locks_dir: Path, owner: str, lease_s: float) -> None:
+    """Remove a dead owner's liveness record.  Safe: an owner never renews an expired lease, and
+    without its record its remaining locks are judged by their age, already past the lease."""
+    path = locks_dir / "owners" / f"{owner}.json"
+    record = _read_json(path)
+    try:
+        expires = float((record or {})["expires"])
+    except (KeyError, TypeError, ValueError):
+        return
+    if time.time() >= expires + _grace(lease_s):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 class LeaseLock:
     """A lease on one call key (see the module doc)."""
 
@@ -384,6 +398,8 @@ class LeaseLock:
                 # once it is gone its identity never comes back, so the marker can go too.
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)
+                if token:
+                    _drop_expired_owner(self.locks_dir, str(current.get("owner")), self.lease_s)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(marker)

@@ -93,6 +93,8 @@ def test_a_worker_killed_mid_sweep_loses_nothing_and_duplicates_nothing(tmp_path
         "a key was computed twice"
     )
     assert not list((tmp_path / "out/store/locks").glob("*/*.lease")), "a lease was not released"
+    # the dead worker's liveness record went with its last lease, the others' when they exited
+    assert not list((tmp_path / "out/store/locks/owners").glob("*.json"))
 
     rerun = run_cli(*SWEEP, "sweep_name=killed", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr

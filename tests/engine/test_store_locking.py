@@ -113,6 +113,8 @@ def test_a_live_holder_keeps_its_lease_and_a_killed_one_is_reclaimed(tmp_path: P
     lock.release()
     assert not (tmp_path / "store" / "locks" / key[:2] / f"{key}.lease").exists()
     assert not list((tmp_path / "store" / "locks" / key[:2]).glob("*.reclaim.*"))
+    owners = [p.name for p in (tmp_path / "store" / "locks" / "owners").glob("*.json")]
+    assert not [o for o in owners if f"-{holder.pid}-" in o], "the dead owner's record is dropped"
 
 
 def _race(root: str, key: str, log: str) -> None:
