@@ -3,11 +3,14 @@
 * :mod:`~omnistory_core.planning.prompts`: the project's planner prompt and its variants;
 * :mod:`~omnistory_core.planning.messages`: one request per example, in OpenAI and Anthropic
   wire formats (image inline as base64);
-* :mod:`~omnistory_core.planning.retry`: retries with backoff honouring ``Retry-After``, error
-  classification, bounded concurrency;
+* :mod:`~omnistory_core.planning.retry`: the planners' name for :mod:`omnistory_core.retry`, the
+  one retry policy (backoff honouring ``Retry-After``, error classification, bounded concurrency)
+  that the judges share;
 * :mod:`~omnistory_core.planning.replies`: SDK responses -> raw text + token counts;
 * :mod:`~omnistory_core.planning.usage`: token usage and cost from a configurable price table;
 * :mod:`~omnistory_core.planning.base`: :class:`VLMPlanner`, the base class tying these together;
+* :mod:`~omnistory_core.planning.openai_chat`: :class:`OpenAIChatPlanner`, a VLMPlanner for any
+  OpenAI-compatible Chat Completions server (the ``gpt`` and vLLM planners);
 * :mod:`~omnistory_core.planning.lengths`: narration length of a run vs. the references;
 * :mod:`~omnistory_core.planning.testing`: a local server speaking the APIs' wire formats.
 """
@@ -23,6 +26,7 @@ from omnistory_core.planning.messages import (
     encode_image,
     openai_chat_messages,
 )
+from omnistory_core.planning.openai_chat import OpenAIChatPlanner
 from omnistory_core.planning.prompts import PROMPT_VARIANTS, PromptVariant, get_variant
 from omnistory_core.planning.replies import (
     ModelReply,
@@ -45,6 +49,7 @@ __all__ = [
     "EncodedImage",
     "ErrorInfo",
     "ModelReply",
+    "OpenAIChatPlanner",
     "PROMPT_VARIANTS",
     "PlannerConfigError",
     "PlannerRequest",

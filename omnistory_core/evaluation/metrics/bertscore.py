@@ -29,6 +29,7 @@ from omnistory_core.evaluation.metrics._common import (
     require_text,
     resolve_device,
 )
+from omnistory_core.params import Param
 
 PAPER_MODEL = "roberta-large"  # what BERTScorer(lang="en") resolves to
 
@@ -48,21 +49,30 @@ class BERTScoreMetric(Metric):
     track = "text"
     criteria = ("f1",)
     reads = ("candidate_text", "reference_text")
-    runtime_params = ("device",)
     default_batch_size = 64
     description = "BERTScore F1 (bert_score.BERTScorer, lang=en, no baseline rescaling)"
+    parameters = (
+        Param("lang", str, "en", "bert_score's lang (picks the default model_type)"),
+        Param("model_type", str, None, "checkpoint; null: bert_score's English default"),
+        Param(
+            "num_layers", int, None,
+            "layer; null: the one bert_score tuned for model_type (17 for roberta-large)", ge=1,
+        ),
+        Param("idf", bool, False, "idf weighting (from the references)"),
+        Param("rescale_with_baseline", bool, False, "rescale with bert_score's baseline"),
+        Param("use_fast_tokenizer", bool, False, "bert_score's use_fast_tokenizer"),
+        Param(
+            "restore_prefix_space", bool, False,
+            "false: tokenize as the paper's transformers-5 environment did (first word without the"
+            " RoBERTa space marker); true: as bert_score on transformers 4.x",
+        ),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+    )
 
     #: bert_score checks isinstance against these classes before passing add_prefix_space
     _PREFIX_SPACE_TOKENIZERS: ClassVar[tuple[str, ...]] = ("RobertaTokenizer", "GPT2Tokenizer")
 
     def __init__(self, **params: Any):
-        params.setdefault("lang", "en")
-        params.setdefault("model_type", None)
-        params.setdefault("num_layers", None)
-        params.setdefault("idf", False)
-        params.setdefault("rescale_with_baseline", False)
-        params.setdefault("use_fast_tokenizer", False)
-        params.setdefault("restore_prefix_space", False)
         super().__init__(**params)
         self._scorer: Any = None
         self.first_word_prefix_space: bool | None = None

@@ -23,6 +23,7 @@ from omnistory_core.evaluation.metrics._common import (
     require_media,
     resolve_device,
 )
+from omnistory_core.params import Param
 
 PAPER_MODEL = "openai/clip-vit-base-patch32"
 
@@ -54,12 +55,22 @@ class CLIPMetric(Metric):
     track = "image"
     criteria = ("cosine",)
     reads = ("candidate_image", "reference_image")
-    runtime_params = ("device", "cache_size")
     default_batch_size = 32
     description = "CLIP ViT-B/32 image-image cosine similarity (transformers CLIPModel)"
+    parameters = (
+        Param("model", str, PAPER_MODEL, "CLIP checkpoint: hub id or local directory"),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+        Param(
+            "cache_size",
+            int,
+            4096,
+            "image embeddings kept in memory (gold images are shared by every system)",
+            runtime=True,
+            ge=1,
+        ),
+    )
 
     def __init__(self, **params: Any):
-        params.setdefault("model", PAPER_MODEL)
         super().__init__(**params)
         self._model: Any = None
         self._processor: Any = None

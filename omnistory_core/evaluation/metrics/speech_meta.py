@@ -46,6 +46,7 @@ from omnistory_core.evaluation.speech_analysis import (
     speaking_rate,
     speed_label,
 )
+from omnistory_core.params import Param
 
 #: what an in-process emotion recognizer imports (see emotion_backends)
 EMOTION_PACKAGES: dict[str, tuple[str, ...]] = {
@@ -122,18 +123,43 @@ class SpeechMetaMetric(Metric):
     track = "speech"
     criteria = FIELDS
     reads = ("candidate_speech", "reference_speech")
-    runtime_params = ("device", "emotion_python", "worker_dir", "asr_batch_size")
     default_batch_size = 16
     description = "speech metadata accuracy: Whisper/pyin/audeering/3-model emotion ensemble"
+    parameters = (
+        Param("whisper_model", str, WHISPER_MODEL, "ASR with word timestamps (speed)"),
+        Param("gender_model", str, GENDER_MODEL, "age/gender classifier (3.0 s windows)"),
+        Param(
+            "emotion_models", dict, dict(PAPER_MEMBERS),
+            "backend -> checkpoint: the equal-weight emotion ensemble, in this order",
+        ),
+        Param(
+            "calibration", str, None,
+            "path to a thresholds JSON (speed, pitch by gender); null: the paper's thresholds"
+            " (the thresholds, not the path, are in the cache key)",
+        ),
+        Param("language", str, None, "Whisper language hint; null: detect"),
+        Param(
+            "asr_num_beams", int, None,
+            "beams of the ASR pipeline; null: the transformers default (5 in 5.x)", ge=1,
+        ),
+        Param(
+            "speechbrain_log_scores", str, "auto",
+            "auto: exp() of SpeechBrain's log posteriors; never: clip like the public harness",
+            choices=("auto", "never"),
+        ),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+        Param(
+            "emotion_python", (dict, None), {"speechbrain": None, "emotion2vec": None},
+            "backend -> python interpreter of another environment that runs that recognizer"
+            " (e.g. .venvs/tts/bin/python: SpeechBrain needs torchaudio, emotion2vec funasr)",
+            runtime=True,
+        ),
+        Param("worker_dir", str, None, "working directory of those workers; null: a temporary one",
+              runtime=True),
+        Param("asr_batch_size", int, 8, "ASR items per call", runtime=True, ge=1),
+    )
 
     def __init__(self, **params: Any):
-        params.setdefault("whisper_model", WHISPER_MODEL)
-        params.setdefault("gender_model", GENDER_MODEL)
-        params.setdefault("emotion_models", dict(PAPER_MEMBERS))
-        params.setdefault("calibration", None)
-        params.setdefault("language", None)
-        params.setdefault("speechbrain_log_scores", "auto")
-        params.setdefault("asr_num_beams", None)
         super().__init__(**params)
         calibration = self.params["calibration"]
         self.thresholds = Thresholds.from_json(calibration) if calibration else Thresholds()
