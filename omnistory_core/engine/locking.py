@@ -233,6 +233,8 @@ class _Owner:
         self.held = 0
         self._stop = threading.Event()
         self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob("*.json"):  # records of processes that died without cleaning up
+            _drop_expired_owner(locks_dir, stale.stem, lease_s)
         self._refresh(first=True)
         thread = threading.Thread(target=self._beat, name="omnistory-store-lease", daemon=True)
         thread.start()
@@ -309,6 +311,7 @@ def _drop_expired_owner(locks_dir: Path, owner: str, lease_s: float) -> None:
     record = _read_json(path)
     try:
         expires = float((record or {})["expires"])
+        lease_s = float((record or {}).get("lease_s") or lease_s)
     except (KeyError, TypeError, ValueError):
         return
     if time.time() >= expires + _grace(lease_s):

@@ -117,6 +117,43 @@ def test_a_live_holder_keeps_its_lease_and_a_killed_one_is_reclaimed(tmp_path: P
     assert not [o for o in owners if f"-{holder.pid}-" in o], "the dead owner's record is dropped"
 
 
+def _take_release_and_wait(root: str, ready: str) -> None:
+    lock = Store(root, locking="lease", lease_s=LEASE_S).lock("12" + "3" * 62)
+    assert lock.acquire(blocking=False)
+    lock.release()
+    Path(ready).write_text("done")
+    time.sleep(600)
+
+
+def _take_one(root: str) -> None:
+    lock = Store(root, locking="lease", lease_s=LEASE_S).lock("45" + "6" * 62)
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
+def test_a_killed_process_leaves_no_liveness_record_behind(tmp_path: Path) -> None:
+    """A process killed while holding nothing: the next process to take a lease drops its record
+    once it has expired."""
+    owners, ready = tmp_path / "store" / "locks" / "owners", tmp_path / "ready"
+    proc = CTX.Process(target=_take_release_and_wait, args=(str(tmp_path / "store"), str(ready)))
+    proc.start()
+    while not ready.exists():
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    (dead,) = owners.glob(f"*-{proc.pid}-*.json")
+    time.sleep(LEASE_S + 1.2)  # its lease and the grace run out
+    taker = CTX.Process(target=_take_one, args=(str(tmp_path / "store"),))
+    taker.start()
+    taker.join(20)
+    assert taker.exitcode == 0
+    assert not dead.exists()
+    # a multiprocessing child skips atexit: the taker's record stays until it expires in turn
+    assert [p.name for p in owners.glob("*.json")] == [
+        p.name for p in owners.glob(f"*-{taker.pid}-*.json")
+    ]
+
+
 def _race(root: str, key: str, log: str) -> None:
     lock = Store(root, locking="lease", lease_s=LEASE_S).lock(key)
     lock.acquire(blocking=True)
