@@ -8,10 +8,11 @@ module (and so its inference stack) only in :func:`create_backend`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omnistory_core.evaluation.judges.backends.base import Backend
-from omnistory_core.evaluation.judges.specs import JudgeSpec
+if TYPE_CHECKING:  # base.py forwards create_backend here: no import back at run time
+    from omnistory_core.evaluation.judges.backends.base import Backend
+    from omnistory_core.evaluation.judges.specs import JudgeSpec
 
 #: backend name -> "module:class" (imported lazily)
 BACKEND_CLASSES: dict[str, str] = {
