@@ -7,13 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Headless Chromium renders the HTML report in tests (Debian package; needs root).
-if ! command -v chromium >/dev/null 2>&1; then
+# Headless Chromium renders the HTML report in tests; ffmpeg decodes the audio file that the
+# Whisper pipeline of metric=speech_meta is given (the paper passes the path). Debian packages;
+# need root.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v ffmpeg >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
-      || echo "warning: could not install chromium; the HTML report browser test will fail" >&2
+    (apt-get update -qq && apt-get install -y -qq chromium ffmpeg) >/dev/null 2>&1 \
+      || echo "warning: could not install chromium/ffmpeg; the browser and ASR tests will fail" >&2
   else
-    echo "warning: chromium is missing: install the Debian package chromium" >&2
+    echo "warning: chromium or ffmpeg is missing: install the Debian packages chromium ffmpeg" >&2
   fi
 fi
 

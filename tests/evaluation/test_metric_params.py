@@ -29,6 +29,7 @@ EXPECTED = {
         "use_fast_tokenizer": False,
     },
     SpeechMetaMetric: {
+        "asr_input": "path",  # added later: Whisper is given the file path, as in the paper
         "asr_num_beams": None,
         "emotion_models": {
             "speechbrain": "speechbrain/emotion-recognition-wav2vec2-IEMOCAP",

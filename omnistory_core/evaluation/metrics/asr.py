@@ -1,10 +1,15 @@
 """Whisper transcription with word timestamps (paper App. E.2: ``openai/whisper-large-v3``).
 
 The transformers ASR pipeline runs with ``return_timestamps="word"``, ``chunk_length_s=30`` and
-``task="transcribe"`` (optionally a fixed ``language``); fp16 on CUDA, fp32 on CPU. The paper passes
-the original file path to the pipeline, which decodes it with ffmpeg to 16 kHz mono; here the same
-untrimmed 16 kHz mono signal comes from librosa (no ffmpeg binary is needed), so resampler details
-may differ slightly from an ffmpeg decode.
+``task="transcribe"`` (optionally a fixed ``language``); fp16 on CUDA, fp32 on CPU.
+
+Input: :meth:`WhisperWordTimestamps.transcribe` takes, per clip, either the path of the audio file
+or a 16 kHz mono float32 waveform. The paper passes "the original audio path" to the pipeline, which
+reads the file and decodes it with the ``ffmpeg`` binary to 16 kHz mono float32 (``speech_meta``'s
+default, ``asr_input="path"``); with ``asr_input="array"`` the untrimmed 16 kHz mono signal decoded
+by librosa is passed instead (no ffmpeg needed). For a 16 kHz mono 16-bit PCM WAV both decodes give
+the same samples, hence the same transcript; for other rates the resamplers differ slightly
+(measured by ``benchmarks/fidelity_checks.py``).
 
 Decoding: ``num_beams=None`` leaves the choice to the installed transformers. The transformers 5.24
 ASR pipeline adds ``num_beams=5`` (openai-whisper's CLI default) when the checkpoint's generation
@@ -82,7 +87,8 @@ class WhisperWordTimestamps:
         return int(defaults.get("num_beams", 1))
 
     def transcribe(self, waveforms: list[Any]) -> list[Transcript]:
-        """One transcript per 16 kHz mono float32 waveform (raises if the pipeline fails)."""
+        """One transcript per input: a 16 kHz mono float32 waveform, or the path (``str``) of an
+        audio file, which the pipeline decodes with ffmpeg (raises if the pipeline fails)."""
         gen: dict[str, Any] = {"task": "transcribe"}
         if self.language:
             gen["language"] = self.language

@@ -20,10 +20,11 @@ Failing to load any model raises from :meth:`SpeechMetaMetric.load` (``skipped: 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from typing import Any
 
-from omnistory_core.components import EvalResult, Metric
+from omnistory_core.components import ComponentError, EvalResult, Metric
 from omnistory_core.evaluation.metrics._common import (
     release_torch_memory,
     require_media,
@@ -111,7 +112,9 @@ class SpeechMetaMetric(Metric):
     (backend -> checkpoint, in ensemble order: speechbrain, hubert, emotion2vec),
     ``calibration`` (path to a thresholds JSON, None = paper thresholds), ``language`` (Whisper
     language hint, None = detect), ``asr_num_beams`` (None = the transformers pipeline default,
-    recorded in the detail; see :mod:`~omnistory_core.evaluation.metrics.asr`),
+    recorded in the detail; see :mod:`~omnistory_core.evaluation.metrics.asr`), ``asr_input``
+    ("path", the paper: the file path goes to the Whisper pipeline, which decodes it with ffmpeg;
+    "array": the untrimmed librosa signal),
     ``speechbrain_log_scores`` ("auto" exponentiates SpeechBrain's
     log posteriors; "never" clips negatives like the public harness).  Runtime only: ``device``,
     ``emotion_python`` (backend -> interpreter of another environment that runs that recognizer),
@@ -138,6 +141,12 @@ class SpeechMetaMetric(Metric):
             " (the thresholds, not the path, are in the cache key)",
         ),
         Param("language", str, None, "Whisper language hint; null: detect"),
+        Param(
+            "asr_input", str, "path",
+            "path: Whisper's pipeline decodes the original file with ffmpeg (the paper); array:"
+            " the untrimmed 16 kHz librosa signal (no ffmpeg)",
+            choices=("path", "array"),
+        ),
         Param(
             "asr_num_beams", int, None,
             "beams of the ASR pipeline; null: the transformers default (5 in 5.x)", ge=1,
@@ -191,6 +200,14 @@ class SpeechMetaMetric(Metric):
         )
 
         needs = [package_need(m, METRICS_EXTRA) for m in ("transformers", "torch", "librosa")]
+        if self.params["asr_input"] == "path" and shutil.which("ffmpeg") is None:
+            needs.append(Need(
+                "config", "ffmpeg",
+                "install ffmpeg (apt-get install ffmpeg, conda install ffmpeg), or set "
+                "metric.speech_meta.asr_input=array to decode with librosa",
+                "asr_input=path: the Whisper pipeline decodes the audio file with the ffmpeg "
+                "binary, which is not on PATH",
+            ))
         workers = dict(self.params.get("emotion_python") or {})
         for backend in dict(self.params["emotion_models"]):
             python = workers.get(backend)
@@ -212,6 +229,11 @@ class SpeechMetaMetric(Metric):
 
     def _load(self) -> None:
         p = self.params
+        if p["asr_input"] == "path" and shutil.which("ffmpeg") is None:
+            raise ComponentError(
+                "skipped: asr_input=path needs the ffmpeg binary (the Whisper pipeline decodes the "
+                "file with it); install ffmpeg or set asr_input=array"
+            )
         device = resolve_device(p.get("device"))
         asr = WhisperWordTimestamps(p["whisper_model"], device, int(p.get("asr_batch_size") or 8),
                                     p["language"], num_beams=p["asr_num_beams"])
@@ -247,7 +269,10 @@ class SpeechMetaMetric(Metric):
                 results[n] = EvalResult(scores=dict.fromkeys(FIELDS), status="invalid",
                                         detail={"error": str(exc)})
         order = sorted(audio)
-        full = [audio[n][0] for n in order]
+        if self.params["asr_input"] == "path":  # the paper: the pipeline decodes the file
+            full = [str(require_media(items[n], "candidate_speech").path) for n in order]
+        else:
+            full = [audio[n][0] for n in order]
         trimmed = [audio[n][1] for n in order]
         transcripts = _safe(self._asr.transcribe, full)
         genders = _safe(self._gender.predict, trimmed)

@@ -15,12 +15,15 @@ three images / one audio clip per prompt and no video.  Prompt construction foll
 * other multimodal judges: the processor's chat template, media passed as ``multi_modal_data``.
 
 Parameters: ``gpu_memory_utilization``, ``max_model_len``, ``tensor_parallel_size``,
-``swap_space`` (GiB; sent only when set, since newer engines dropped it), ``engine_kwargs``
-(extra ``vllm.LLM`` arguments), ``batch_size``.
+``swap_space`` (GiB of CPU swap; absent: the paper's 8 GiB, :data:`PAPER_SWAP_SPACE_GIB`; null:
+not sent, the engine's own default; dropped with a warning when the installed vLLM no longer accepts
+it: it left ``EngineArgs`` in vLLM 0.18, and the V1 engine allocates no swap blocks at all),
+``engine_kwargs`` (extra ``vllm.LLM`` arguments), ``batch_size``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from omnistory_core.evaluation.judges import media
@@ -38,6 +41,25 @@ _MM_LIMITS = {
     "speech": {"audio": 1, "image": 0, "video": 0},
     "omni": {"image": 3, "audio": 1, "video": 0},
 }
+
+#: App. E.3.1: "The reported vLLM runs use bfloat16 weights, tensor parallel size 1, and 8 GiB of
+#: swap space." (the repair model too, App. E.3.3)
+PAPER_SWAP_SPACE_GIB = 8.0
+
+log = logging.getLogger(__name__)
+
+
+def engine_accepts(name: str) -> bool:
+    """Whether the installed vLLM's ``EngineArgs`` has the field ``name`` (True if unknown)."""
+    import dataclasses
+
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        return True
+    return not dataclasses.is_dataclass(EngineArgs) or name in {
+        f.name for f in dataclasses.fields(EngineArgs)
+    }
 
 
 def engine_arguments(spec: JudgeSpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -58,8 +80,9 @@ def engine_arguments(spec: JudgeSpec, params: dict[str, Any]) -> dict[str, Any]:
         args["max_model_len"] = int(max_len)
     if _MM_LIMITS[spec.track]:
         args["limit_mm_per_prompt"] = dict(_MM_LIMITS[spec.track])
-    if params.get("swap_space") is not None:
-        args["swap_space"] = float(params["swap_space"])
+    swap_space = params.get("swap_space", PAPER_SWAP_SPACE_GIB)  # null: leave it to the engine
+    if swap_space is not None:
+        args["swap_space"] = float(swap_space)
     args.update(spec.engine_kwargs)
     args.update(params.get("engine_kwargs") or {})
     return args
@@ -83,7 +106,15 @@ class VLLMOfflineBackend:
                 f"backend=openai base_url=http://HOST:PORT/v1"
             ) from exc
 
-        self._llm = LLM(**engine_arguments(self.spec, self.params))
+        args = engine_arguments(self.spec, self.params)
+        if "swap_space" in args and not engine_accepts("swap_space"):
+            log.warning(
+                "judge %s: this vLLM has no swap_space (removed in 0.18; its V1 engine allocates "
+                "no swap blocks), so the paper's %s GiB is not applied",
+                self.spec.id,
+                args.pop("swap_space"),
+            )
+        self._llm = LLM(**args)
 
     def close(self) -> None:
         if self._llm is None:
