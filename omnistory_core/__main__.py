@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = ("plugins", "plugin", "report", "evaluate", "judges", "env", "prefetch")
+SUBCOMMANDS = ("plugins", "plugin", "report", "evaluate", "judges", "env", "prefetch", "human")
 
 
 def _hydra_main() -> int:
@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             from omnistory_core.environments import main as env_main
 
             return _run_user_errors(lambda: env_main(rest))
+        if command == "human":
+            from omnistory_core.human.command import main as human_main
+
+            return human_main(rest)
         if command == "judges":
             from omnistory_core.evaluation.judges.command import main as judges_main
 

@@ -104,6 +104,8 @@ def build_cube(frame: pd.DataFrame, source: str = "scores table") -> ScoreCube:
     Rows of unknown metric evaluators or criteria (e.g. a supplementary DreamSim plugin) are kept
     out of the cube; they never enter the leaderboard.
     """
+    if (frame["kind"] == "human").any():  # human ratings feed Tables 18-21, never a cell
+        frame = frame[frame["kind"] != "human"]
     check_unique_keys(frame, source)
     systems = tuple(sorted(map(str, frame["system"].unique())))
     examples = tuple(sorted(map(str, frame["example_id"].unique())))

@@ -4,9 +4,9 @@
 file stem (``table08_dreamsim_correlations``).  :func:`compute_paper_tables` returns, for each
 table, either a :class:`StatTable` or the reason it is absent (``"no DreamSim rows"``); the report
 writes them under their paper names together with an index.  Tables that need more than a scores
-table say what is missing (the run directory for narration lengths and paradigms, human ratings for
-Tables 18–21).  Comparisons across systems leave oracle systems out, as in
-:func:`compute_statistics`.
+table say what is missing (the run directory for narration lengths and paradigms, human ratings —
+``kind: human`` rows from ``human import`` — for Tables 18–21, see :mod:`.human`).  Comparisons
+across systems leave oracle systems out, as in :func:`compute_statistics`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pandas as pd
 
 from omnistory_core.analysis import automatic, categories, dreamsim
 from omnistory_core.analysis.bottleneck import MODALITIES
-from omnistory_core.analysis.cube import ScoreCube, select_systems
+from omnistory_core.analysis.cube import JUDGE_TRACKS, ScoreCube, select_systems
+from omnistory_core.analysis.human import HumanStudy, human_tables
 from omnistory_core.analysis.leaderboard import (
     COMPONENTS,
     criterion_scores,
@@ -181,10 +182,12 @@ def compute_paper_tables(
     paradigms: Mapping[str, str] | None = None,
     lengths: pd.DataFrame | None = None,
     exclude: Collection[str] = (),
+    human: HumanStudy | None = None,
 ) -> tuple[dict[int, TableOrReason], dict[str, StatTable]]:
     """Every paper table (number -> table or reason absent) and extra tables (stem -> table).
 
-    ``stats`` is the output of :func:`compute_statistics` for the same inputs.
+    ``stats`` is the output of :func:`compute_statistics` for the same inputs; ``human`` the
+    ``kind: human`` rows (kept out of ``frame``) and the study plan, for Tables 18–21.
     """
     excluded = set(exclude) & set(cube.systems)
     comp_cube = select_systems(cube, [s for s in cube.systems if s not in excluded])
@@ -301,8 +304,14 @@ def compute_paper_tables(
         "Partial correlations of the integrated judge under both policies",
         few,
     )
-    for n in (18, 19, 20, 21):
-        out[n] = NO_HUMAN
+    if human is None or human.frame.empty:
+        for n in (18, 19, 20, 21):
+            out[n] = NO_HUMAN
+    else:
+        crit_means = {t: criterion_scores(comp_frame, comp_cube, t) for t in JUDGE_TRACKS}
+        out.update(
+            human_tables(human, comp_cube, comp_lb, crit_means, paradigms, excluded, NO_PARADIGMS)
+        )
     out[22] = _from_stats(stats, "panel_agreement", few)
     out[23] = _from_stats(stats, "judge_agreement_items", "no judge track has two judges")
     out[24] = _from_stats(stats, "bootstrap_totals", few)

@@ -2,7 +2,8 @@
 
 This format is a public contract shared by metrics, judges and the analysis/report code::
 
-    {"system", "example_id", "kind": "metric"|"judge", "track": "text"|"image"|"speech"|"omni",
+    {"system", "example_id", "kind": "metric"|"judge"|"human",
+     "track": "text"|"image"|"speech"|"omni",
      "evaluator", "criterion", "score": float|null,
      "status": "ok"|"missing_output"|"invalid"|"error"}
 
@@ -12,6 +13,11 @@ the evaluator answered and the answer is unusable after the permitted repair (th
 after retries, out of memory, worker crash).  An ``error`` row also has a ``cause`` field; it is
 never a score: aggregation leaves its example out under both policies and the next ``evaluate``
 recomputes it.
+
+``human`` rows are human ratings imported from a Label Studio export by ``human import``
+(Appendix F.5): ``evaluator`` is ``annotator:<id>``, ``criterion`` the track's rubric criterion,
+``score`` 1–10; a skipped or unscored evaluation is ``invalid`` with ``cause`` ``skipped`` or
+``unscored: ...``.  The leaderboard never reads them; the report's Tables 18–21 do.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-KINDS = ("metric", "judge")
+KINDS = ("metric", "judge", "human")
 TRACKS = ("text", "image", "speech", "omni")
 STATUSES = ("ok", "missing_output", "invalid", "error")
 COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion", "score", "status")
@@ -38,7 +44,7 @@ class ScoreRow:
     criterion: str
     score: float | None
     status: str
-    #: why an ``error`` row has no score (outside COLUMNS: the analysis never reads it)
+    #: why an ``error`` row (or a skipped ``human`` row) has no score (outside COLUMNS)
     cause: str | None = None
 
     def __post_init__(self) -> None:

@@ -76,6 +76,7 @@ def build_report(
     from omnistory_core.analysis.cube import build_cube
     from omnistory_core.analysis.failures import failure_table, plan_error_counts
     from omnistory_core.analysis.frame import load_scores_frame
+    from omnistory_core.analysis.human import HumanStudy, read_plan_sidecar, split_human
     from omnistory_core.analysis.leaderboard import leaderboard, modality_frame
     from omnistory_core.analysis.statistics import StatisticsOptions, compute_statistics
     from omnistory_core.report import figures as fig
@@ -99,6 +100,9 @@ def build_report(
 
         frame = frame_from_rows([])
         notes.append(f"No scores table yet at {scores_path}; showing outputs only.")
+    # Human ratings (``human import``) feed Tables 18-21 only, never the leaderboard.
+    frame, human_rows = split_human(frame)
+    human = HumanStudy(human_rows, read_plan_sidecar(scores_path)) if not human_rows.empty else None
     out_dir.mkdir(parents=True, exist_ok=True)
     cube = build_cube(frame, source=str(scores_path))
     lb = leaderboard(cube)
@@ -211,6 +215,7 @@ def build_report(
         lengths=lengths,
         exclude=oracles,
         incomplete=incomplete,
+        human=human,
     )
     table_links.extend(paper.tables)
     figures.extend(paper.figures)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from omnistory_core.analysis.human import HumanStudy
 from omnistory_core.analysis.paper_tables import (
     FIGURE_REASONS,
     FIGURE_STEMS,
@@ -50,6 +51,7 @@ def write_paper_outputs(
     lengths: pd.DataFrame | None = None,
     exclude: Collection[str] = (),
     incomplete: str = "",
+    human: HumanStudy | None = None,
 ) -> PaperOutputs:
     """Compute and write every paper table and figure, then the index.  ``incomplete`` is the
     note on evaluator errors added to every table that does not carry it yet."""
@@ -57,7 +59,7 @@ def write_paper_outputs(
 
     tables_dir, fig_dir = out_dir / "tables", out_dir / "figures"
     computed, extra = compute_paper_tables(
-        frame, cube, lb, stats, paradigms=paradigms, lengths=lengths, exclude=exclude
+        frame, cube, lb, stats, paradigms=paradigms, lengths=lengths, exclude=exclude, human=human
     )
     index: dict[str, dict[str, str]] = {}
     links: list[tuple[str, str]] = []

@@ -67,7 +67,7 @@ def test_written_by_the_contract_writer(tmp_path):
     [
         ({k: v for k, v in GOOD.items() if k != "criterion"}, "lacks field 'criterion'"),
         (dict(GOOD, status="fine"), "status must be one of"),
-        (dict(GOOD, kind="human"), "kind must be one of"),
+        (dict(GOOD, kind="crowd"), "kind must be one of"),
         (dict(GOOD, score=None), "needs a score"),
         (dict(GOOD, score="high"), "field 'score' must be a finite number"),
         (dict(GOOD, system=3), "field 'system' must be a string"),
