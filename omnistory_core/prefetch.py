@@ -100,7 +100,8 @@ def _tree_size(path: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="omnistory prefetch", description=__doc__.splitlines()[0])
+    summary = (__doc__ or "").partition("\n")[0]  # no docstring under python -OO
+    parser = argparse.ArgumentParser(prog="omnistory prefetch", description=summary)
     parser.add_argument("selection", nargs="*", help="<group>=<name>, e.g. image=dev judge=all")
     parser.add_argument("--metrics", default="", help="comma-separated metric names")
     parser.add_argument("--judges", default="", help="comma-separated judge ids or panels")

@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import unicodedata
@@ -113,7 +114,7 @@ def _unload(lib: ctypes.CDLL) -> None:
     import _ctypes
 
     # dlclose on POSIX, FreeLibrary on Windows
-    close = getattr(_ctypes, "dlclose", None) or _ctypes.FreeLibrary
+    close = _ctypes.FreeLibrary if sys.platform == "win32" else _ctypes.dlclose
     close(lib._handle)
 
 

@@ -154,7 +154,7 @@ def pitch_label(character: dict[str, Any]) -> str:
     return "normal"
 
 
-def _sentence(text: str) -> str:
+def _sentence(text: str | None) -> str:
     text = " ".join(str(text or "").split()).strip()
     if not text:
         return ""

@@ -272,7 +272,9 @@ def _run_job(
         text = {ex.index: _planner_text(plans[ex.index]) for ex in examples}
         native: dict[str, dict[int, CallRecord | Failure]] = {}
     else:
-        plans, text, native = {}, {}, {m: {} for m in ("image", "speech") if m in source.produces}
+        # the source is a backbone here (Component itself declares no produces)
+        produces: frozenset[str] = getattr(source, "produces", frozenset())
+        plans, text, native = {}, {}, {m: {} for m in ("image", "speech") if m in produces}
         for ex in examples:
             outcome, ex_text, ex_native = _backbone_outcome(records[ex.index], source, needed)
             plans[ex.index], text[ex.index] = outcome, ex_text

@@ -47,7 +47,9 @@ class AgeGenderClassifier:
         mid = self.model_id
         self._extractor = load_or_skip(mid, lambda: AutoFeatureExtractor.from_pretrained(mid))
         model = load_or_skip(mid, lambda: AgeGenderModel.from_pretrained(mid))
-        self._model = model.eval().to(self.device)
+        # transformers declares PreTrainedModel.to as functools.wraps(torch.nn.Module.to), which
+        # pyright reads as the unbound function (self = the device)
+        self._model = model.eval().to(self.device)  # pyright: ignore[reportArgumentType]
 
     def window_probabilities(self, segments: list[Any]) -> list[list[float]]:
         """[female, male, child] per segment; equal-length segments share a forward pass."""

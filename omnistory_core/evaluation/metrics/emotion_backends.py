@@ -64,7 +64,9 @@ def load_hubert(model: str, device: str) -> Predictor:
 
 def load_speechbrain(model: str, device: str) -> Predictor:
     import torch
-    from speechbrain.inference.interfaces import foreign_class
+
+    # speechbrain is installed in the speech environment only, not where the package is checked
+    from speechbrain.inference.interfaces import foreign_class  # pyright: ignore[reportMissingImports]
 
     clf = foreign_class(
         source=model,
@@ -79,6 +81,7 @@ def load_speechbrain(model: str, device: str) -> Predictor:
         batch = torch.as_tensor(wave, dtype=torch.float32).reshape(1, -1)
         out_prob, _score, _index, _text = clf.classify_batch(batch)
         scores = out_prob.detach().float().cpu().reshape(-1).tolist()
+        labels: list[str]
         if ind2lab and len(ind2lab) == len(scores):
             labels = [str(ind2lab[i]) for i in range(len(scores))]
         elif len(scores) == len(SPEECHBRAIN_FALLBACK_ORDER):
@@ -110,7 +113,7 @@ def parse_emotion2vec(result: Any) -> tuple[list[str], list[float]]:
             return value
         return [value]
 
-    labels = [str(x) for x in flat(item.get("labels"))]
+    labels: list[str] = [str(x) for x in flat(item.get("labels"))]
     scores = [float(x) for x in flat(item.get("scores"))]
     if not labels and len(scores) == len(EMOTION2VEC_ORDER):
         labels = list(EMOTION2VEC_ORDER)
@@ -120,7 +123,8 @@ def parse_emotion2vec(result: Any) -> tuple[list[str], list[float]]:
 
 
 def load_emotion2vec(model: str, device: str, hub: str = "hf") -> Predictor:
-    from funasr import AutoModel
+    # funasr is installed in the speech environment only, not where the package is checked
+    from funasr import AutoModel  # pyright: ignore[reportMissingImports]
 
     net = AutoModel(model=model, hub=hub, device=_torch_device(device), disable_update=True)
 

@@ -301,6 +301,7 @@ class SpeechMetaMetric(Metric):
             rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
             predicted["speed"] = speed_label(rate.units_per_second, self.thresholds)
             detail["transcript"] = transcript.to_detail()
+            assert self._asr is not None, "load() first"
             detail["asr_num_beams"] = self._asr.effective_num_beams
             detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
         if isinstance(emotion, Exception):
