@@ -15,7 +15,7 @@ import subprocess
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omnistory_core.components import Component, ComponentError
 from omnistory_core.engine.stage import Encoded
@@ -176,17 +176,18 @@ def runner_env_var(kind: str, name: str) -> str:
     return f"OMNISTORY_RUNNER_{clean}"
 
 
-def maybe_isolate(component: Component, runner: Any, store_root: str | Path):
+def maybe_isolate(component: Component, runner: Any, store_root: str | Path) -> Component:
     """Wrap ``component`` in a worker when ``runner.python`` (or its environment variable) is
-    set."""
+    set: the :class:`IsolatedComponent` stands in for it (same attributes, calls in the worker)."""
     runner = dict(runner or {})
     python = runner.get("python") or os.environ.get(runner_env_var(component.kind, component.name))
     if not python:
         return component
-    return IsolatedComponent(
+    isolated = IsolatedComponent(
         component,
         str(python),
         store_root,
         env=dict(runner.get("env") or {}),
         timeout_s=runner.get("timeout_s"),
     )
+    return cast(Component, isolated)
