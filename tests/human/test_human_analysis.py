@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,3 +120,32 @@ def test_tables_without_a_plan_and_with_an_oracle_left_out() -> None:
     t21 = tables[21]
     assert not isinstance(t21, str)
     assert t21.frame.set_index("track").loc["text", "pairable_items"] == 0
+
+
+def test_import_of_a_real_label_studio_export(tmp_path) -> None:
+    """An export written by Label Studio 1.23.2 itself (project from `human export`'s
+    project.json, tasks.json imported through the API, 7 tasks rated, 1 skipped; the item HTML is
+    left out of the fixture)."""
+    from omnistory_core.evaluation.scores import read_scores
+    from omnistory_core.human.import_ import import_ratings
+
+    data = Path(__file__).parent / "data"
+    scores = tmp_path / "scores.jsonl"
+    summary = import_ratings(
+        data / "labelstudio_1.23.2_export.json", scores, data / "labelstudio_1.23.2_plan.json"
+    )
+    assert (summary.tasks, summary.submitted, summary.scored, summary.skipped) == (8, 8, 7, 1)
+    rows = list(read_scores(scores))
+    assert len(rows) == 32 and {r.evaluator for r in rows} == {"annotator:1"}
+    assert sorted({r.score for r in rows if r.status == "ok"}) == [
+        3.0,
+        4.0,
+        5.0,
+        6.0,
+        7.0,
+        8.0,
+        9.0,
+    ]
+    skipped = [r for r in rows if r.status == "invalid"]
+    assert len(skipped) == 4 and {r.cause for r in skipped} == {"skipped"}
+    assert {r.track for r in rows} == {"text", "image", "speech", "omni"}
