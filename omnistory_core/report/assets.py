@@ -45,6 +45,10 @@ figcaption { color: var(--muted); font-size: 12px; }
 .missing { color: var(--muted); font-style: italic; }
 dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 6px 0; }
 dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; }
+table.records { font-size: 12px; margin: 2px 0; } table.records td { vertical-align: top; }
+dl.kv dd { min-width: 0; }
+.run-tables { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr));
+              gap: 6px 18px; }
 pre { white-space: pre-wrap; word-break: break-word; background: var(--bg-soft); padding: 6px;
       font-size: 12px; max-height: 340px; overflow: auto; }
 audio { width: 100%; margin-top: 6px; }

@@ -84,6 +84,7 @@ def build_report(
     from omnistory_core.report.rundir import (
         failures_frame,
         lengths_frame,
+        outputs_frame,
         read_run_dir,
         system_info,
     )
@@ -99,7 +100,6 @@ def build_report(
         from omnistory_core.analysis.frame import frame_from_rows
 
         frame = frame_from_rows([])
-        notes.append(f"No scores table yet at {scores_path}; showing outputs only.")
     # Human ratings (``human import``) feed Tables 18-21 only, never the leaderboard.
     frame, human_rows = split_human(frame)
     human = HumanStudy(human_rows, read_plan_sidecar(scores_path)) if not human_rows.empty else None
@@ -109,7 +109,7 @@ def build_report(
 
     runs = read_run_dir(run_dir) if run_dir is not None else {}
     unscored = sorted(set(runs) - set(cube.systems))
-    if unscored:
+    if unscored and cube.systems:
         notes.append(f"Systems in the run directory without scores yet: {', '.join(unscored)}.")
     if examples is None and runs:
         try:
@@ -173,6 +173,7 @@ def build_report(
         table_links.append((table.title, stem))
 
     fig_dir = out_dir / "figures"
+    produced = outputs_frame(runs)
     left_out = f" (oracle systems left out: {', '.join(oracles)})" if oracles else ""
     plan_errors = plan_error_counts(failures) if runs else None
     criteria_image = stats.get("criterion_scores_image")
@@ -185,7 +186,9 @@ def build_report(
         ("Figure 3: Total Average ranking by paradigm", fig.ranking_figure(lb, info, fig_dir)),
         (
             "Figure 4: JSON errors and missing outputs per modality",
-            fig.missing_figure(lb, info, fig_dir, plan_errors),
+            fig.missing_figure(
+                lb if not lb.empty else _missing_from_runs(produced), info, fig_dir, plan_errors
+            ),
         ),
         ("Figure 13: valid-only vs zero-filled", fig.valid_vs_zero_figure(lb, info, fig_dir)),
         (
@@ -219,6 +222,17 @@ def build_report(
     )
     table_links.extend(paper.tables)
     figures.extend(paper.figures)
+    if lengths is not None and not lengths.empty:
+        figures.insert(
+            0,
+            (
+                "Generated narration length per system (characters)",
+                fig.length_figure(lengths, info, fig_dir, reference_lengths),
+            ),
+        )
+    # the HTML shows only what has data; the files are all written (the paper index names them)
+    figures = [(t, p) for t, p in figures if fig.empty_reason(p) is None]
+    table_links = [(t, s) for t, s in table_links if _has_data(tables_dir / f"{s}.csv")]
 
     if opt["html"]:
         from omnistory_core.report.html import ReportContext, write_html_report
@@ -232,7 +246,7 @@ def build_report(
                 "paradigm_means",
                 "partial_correlations_valid",
             )
-            if k in stats and not stats[k].frame.empty
+            if k in stats and _frame_has_data(stats[k].frame)
         ]
         excluded = stats["judge_coverage"].frame
         excluded = excluded[excluded["excluded_valid_only"]]
@@ -259,9 +273,87 @@ def build_report(
                 runs=runs,
                 examples=examples,
                 notes=notes,
+                run_tables=_run_tables(runs, produced, lengths, reference_lengths),
+                scores_note=_scores_note(scores_path, run_dir) if lb.empty else "",
             )
         )
     return out_dir
+
+
+def _missing_from_runs(produced: pd.DataFrame) -> pd.DataFrame:
+    """Figure 4's input from the run records: outputs not written per system and modality."""
+    if produced.empty:
+        return pd.DataFrame(columns=["system", "missing_text", "missing_image", "missing_speech"])
+    missing = produced.assign(missing=produced["examples"] - produced["written"])
+    wide = missing.pivot(index="system", columns="modality", values="missing")
+    return pd.DataFrame(
+        {
+            "system": wide.index,
+            **{f"missing_{m}": wide[m].to_numpy(int) for m in ("text", "image", "speech")},
+        }
+    )
+
+
+def _frame_has_data(frame: pd.DataFrame) -> bool:
+    """A table worth showing: some rows and, if it has float columns, a number in one of them
+    (a correlation table of ``n = 0`` rows with only dashes is not)."""
+    if frame.empty:
+        return False
+    floats = frame.select_dtypes(include="float")
+    return floats.shape[1] == 0 or bool(floats.notna().to_numpy().any())
+
+
+def _has_data(csv: Path) -> bool:
+    try:
+        return _frame_has_data(pd.read_csv(csv))
+    except (OSError, ValueError):  # pandas' EmptyDataError is a ValueError
+        return False
+
+
+def _run_tables(
+    runs: dict[str, Any],
+    produced: pd.DataFrame,
+    lengths: pd.DataFrame | None,
+    reference_lengths: list[int] | None,
+) -> list[tuple[str, pd.DataFrame]]:
+    """The tables of the report's first section: outputs, narration lengths, calls and cache."""
+    from omnistory_core.report.rundir import calls_frame
+
+    out = [("Outputs written and failures, per system and modality", produced)]
+    if lengths is not None and not lengths.empty:
+        groups = [(s, g["length"]) for s, g in lengths.groupby("system", sort=True)]
+        if reference_lengths:
+            groups.append(("reference", pd.Series(reference_lengths, dtype=float)))
+        table = pd.DataFrame(
+            [
+                {
+                    "system": s,
+                    "n": len(v),
+                    "mean": float(v.mean()),
+                    "median": float(v.median()),
+                    "min": int(v.min()),
+                    "max": int(v.max()),
+                }
+                for s, v in groups
+            ]
+        )
+        out.append(("Narration length (characters after trimming)", table))
+    out.append(("Component calls and store cache hits (stats.json)", calls_frame(runs)))
+    return out
+
+
+def _scores_note(scores_path: Path, run_dir: str | Path | None) -> str:
+    """The one line shown instead of empty score sections, with the commands that fill them."""
+    run = Path(run_dir) if run_dir is not None else scores_path.parent
+    evaluators = "--metrics bertscore,clip,speech_meta --judges all"
+    return (
+        f"No scores yet ({scores_path} does not exist or has no rows): the leaderboard, score "
+        f"figures and statistics appear once the run is scored. Score it with "
+        f"`python -m omnistory_core evaluate {run} {evaluators}`, then rebuild this report with "
+        f"`python -m omnistory_core report --scores {scores_path} --out {run / 'report'} "
+        f"--run-dir {run}`. The model downloads this needs, with their sizes: "
+        f"`python -m omnistory_core prefetch {evaluators} --dry-run`."
+    )
 
 
 def _failures_stat(table: pd.DataFrame):

@@ -35,10 +35,27 @@ def _figure(width: float, height: float):
     return fig
 
 
+#: PNG path -> the message of a figure written without data (see :func:`empty_reason`)
+_EMPTY: dict[Path, str] = {}
+
+
+def empty_reason(png: Path) -> str | None:
+    """Why the figure last written to ``png`` by this process shows no data (None: it has data).
+
+    Every figure is still written (the paper index names its file); the HTML report shows only
+    those with data."""
+    return _EMPTY.get(Path(png).resolve())
+
+
 def _save(fig, out_dir: Path, stem: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{stem}.png"
     fig.savefig(png, format="png", bbox_inches="tight")
+    message = getattr(fig, "omnistory_empty", None)
+    if message:
+        _EMPTY[png.resolve()] = message
+    else:
+        _EMPTY.pop(png.resolve(), None)
     from matplotlib import rc_context
 
     # Text stays text in the SVG: searchable, selectable and smaller than glyph paths.
@@ -74,6 +91,7 @@ def _legend(ax, paradigms: list[str], oracle: bool) -> None:
 
 
 def _empty(ax, message: str) -> None:
+    ax.figure.omnistory_empty = message
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()
 
@@ -204,7 +222,10 @@ def correlation_heatmap(matrix: pd.DataFrame, out_dir: Path) -> Path:
     """Pearson correlations between modality scores (valid-only), annotated."""
     fig = _figure(5.2, 4.4)
     ax = fig.add_subplot()
-    if matrix.empty or matrix.isna().all().all():
+    values = matrix.to_numpy(float)
+    off_diagonal = values[~np.eye(*values.shape, dtype=bool)] if values.size else values
+    if matrix.empty or not np.isfinite(off_diagonal).any():
+        # without two or more systems the matrix holds only its 1.00 diagonal
         _empty(ax, "Not enough systems for correlations")
         return _save(fig, out_dir, "fig_modality_correlations")
     im = ax.imshow(matrix.to_numpy(float), cmap="RdBu_r", vmin=-1, vmax=1)
@@ -374,3 +395,34 @@ def judge_distributions_figure(lb: pd.DataFrame, out_dir: Path) -> Path:
     ax.set_ylabel("judge score per system (1–10, valid-only)")
     ax.set_title("LLM-judge scores across systems, per modality")
     return _save(fig, out_dir, stem)
+
+
+def length_figure(
+    lengths: pd.DataFrame,
+    info: pd.DataFrame,
+    out_dir: Path,
+    reference: list[int] | None = None,
+) -> Path:
+    """Generated narration length (Unicode characters after trimming) per system, as box plots,
+    with the reference narrations' lengths when the dataset is known."""
+    groups = {
+        _label(info, s): g["length"].to_numpy(float)
+        for s, g in lengths.groupby("system", sort=True)
+    }
+    if reference:
+        groups["reference"] = np.asarray(reference, dtype=float)
+    fig = _figure(8, 1.2 + 0.45 * max(len(groups), 1))
+    ax = fig.add_subplot()
+    if not any(len(v) for v in groups.values()) or set(groups) <= {"reference"}:
+        _empty(ax, "No generated narrations")
+        return _save(fig, out_dir, "fig_narration_lengths")
+    names = list(groups)[::-1]
+    data = [groups[n] for n in names]
+    try:
+        ax.boxplot(data, orientation="horizontal", widths=0.6)
+    except TypeError:  # matplotlib < 3.10
+        ax.boxplot(data, vert=False, widths=0.6)
+    ax.set_yticks(np.arange(1, len(names) + 1), names, fontsize=8)
+    ax.set_xlabel("characters")
+    ax.set_title("Generated narration length per system")
+    return _save(fig, out_dir, "fig_narration_lengths")

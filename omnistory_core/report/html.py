@@ -1,6 +1,9 @@
 """The static, self-contained HTML report.
 
-    index.html                  leaderboard, figures, key statistics, systems and examples lists
+    index.html                  what the run produced (outputs and failures, lengths, calls), the
+                                leaderboard, figures, key statistics, systems and examples lists:
+                                only sections, figures and tables with data (an unscored run
+                                opens with the run and one line on how to score it)
     systems/<slug>.html         one page per system: its scores and outputs per example
     examples/<slug>.html        one page per example: input page, reference, every system's image,
                                 narration, speech player, plan, failures and scores
@@ -70,6 +73,10 @@ class ReportContext:
     runs: dict[str, SystemRun] = field(default_factory=dict)
     examples: Sequence[StoryExample] | None = None
     notes: Sequence[str] = ()
+    #: what the run produced, shown first: (title, table) pairs (outputs, lengths, calls)
+    run_tables: Sequence[tuple[str, pd.DataFrame]] = ()
+    #: one line shown where scores are absent (how to produce them)
+    scores_note: str = ""
     summary: np.ndarray = field(init=False)
     oracle_of: dict[str, bool] = field(init=False)
     paradigm_of: dict[str, str] = field(init=False)
@@ -301,14 +308,38 @@ def _copy_dataset_image(ctx: ReportContext, path: str, example_id: str, name: st
 # ---------------------------------------------------------------------------------------------
 
 
+def _value_html(value: Any) -> str:
+    """A metadata value: text as text, a list of records (characters) as a small table, a list of
+    words comma-separated, a mapping as a nested list."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return _kv(value)
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, dict) for v in value):
+            columns = list(dict.fromkeys(k for v in value for k in v))
+            head = "".join(f'<th class="l">{escape(str(c))}</th>' for c in columns)
+            rows = "".join(
+                "<tr>"
+                + "".join(f'<td class="l">{_value_html(v.get(c))}</td>' for c in columns)
+                + "</tr>"
+                for v in value
+            )
+            return (
+                f'<div class="scroll"><table class="records"><thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>"
+            )
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            return escape(", ".join(str(v) for v in value))
+    return escape(json.dumps(value, ensure_ascii=False))
+
+
 def _kv(data: dict[str, Any]) -> str:
     if not data:
         return '<p class="note">(none)</p>'
-    items = "".join(
-        f"<dt>{escape(str(k))}</dt><dd>"
-        f"{escape(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</dd>"
-        for k, v in data.items()
-    )
+    items = "".join(f"<dt>{escape(str(k))}</dt><dd>{_value_html(v)}</dd>" for k, v in data.items())
     return f'<dl class="kv">{items}</dl>'
 
 
@@ -594,6 +625,38 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
     )
 
 
+def _inline_code(text: str) -> str:
+    """Escaped text with `backticked` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
+def _run_section(ctx: ReportContext, entries: list[_ExampleEntry], ex_slugs: dict[str, str]) -> str:
+    """What the run produced: outputs and failures, lengths, calls; the scores line if absent."""
+    if not ctx.runs:
+        return ""
+    first = (
+        f' <a href="examples/{ex_slugs[entries[0].example_id]}.html">Open the per-example '
+        "viewer</a> (every system's image, narration, speech and plan side by side)."
+        if entries
+        else ""
+    )
+    lead = (
+        f"<p>{len(ctx.runs)} system(s) over {len(entries)} example(s).{first}</p>"
+        + (
+            f'<p class="scores-absent">{_inline_code(ctx.scores_note)}</p>'
+            if ctx.scores_note
+            else ""
+        )
+        + "".join(f'<p class="note">{escape(n)}</p>' for n in ctx.notes if ctx.lb.empty)
+    )
+    tables = "".join(
+        f"<div><h3>{escape(t)}</h3>{_frame_table(f, digits=1)}</div>"
+        for t, f in ctx.run_tables
+        if not f.empty
+    )
+    return f'<h2 id="run">This run</h2>{lead}<div class="run-tables">{tables}</div>'
+
+
 def _index_page(
     ctx: ReportContext,
     entries: list[_ExampleEntry],
@@ -645,14 +708,30 @@ def _index_page(
             f'{escape(entry.example_id)}</a></td><td class="l">{src}</td><td class="l">{book}</td>'
             f'<td class="l">{text}</td></tr>'
         )
-    body = (
+    run = _run_section(ctx, entries, ex_slugs)
+    scored = not ctx.lb.empty
+    leaderboard = (
         f'<h2 id="leaderboard-h">Leaderboard</h2>{intro}{notes}'
         '<p><a href="leaderboard.csv">leaderboard.csv</a> · '
         '<a href="leaderboard.md">leaderboard.md</a></p>'
         f"{_leaderboard_html(ctx, sys_slugs)}"
-        f'<h2 id="figures">Figures</h2><div class="figures">{figs}</div>'
-        f'<h2 id="statistics">Statistics</h2>{inline}<h3>All tables</h3><ul>{links}</ul>'
-        f'<h2 id="systems">Systems</h2>{_controls("#systemlist", oracle=True, label="systems")}'
+        if scored
+        else (notes if not run else "")
+    )
+    figures = f'<h2 id="figures">Figures</h2><div class="figures">{figs}</div>' if figs else ""
+    statistics = (
+        f'<h2 id="statistics">Statistics</h2>{inline}'
+        + (f"<h3>All tables</h3><ul>{links}</ul>" if links else "")
+        if inline or links
+        else ""
+    )
+    body = (
+        (run if not scored else "")
+        + leaderboard
+        + figures
+        + statistics
+        + (run if scored else "")
+        + f'<h2 id="systems">Systems</h2>{_controls("#systemlist", oracle=True, label="systems")}'
         f'<ul id="systemlist">{sys_items}</ul>'
         '<h2 id="examples">Examples</h2>'
         f"{_controls('#examplelist', paradigms=False, label='examples')}"

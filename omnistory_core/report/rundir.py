@@ -5,6 +5,8 @@ Layout (one folder per system under the run directory)::
     RUN_DIR/<system>/manifest.json      system_id, oracle, paradigm, components, dataset, ...
     RUN_DIR/<system>/records.jsonl      {"index", "example_id", "text": {"status", ...}, ...}
     RUN_DIR/<system>/plans.jsonl        {"index", "example_id", "raw", "plan", "repairs", "failure"}
+    RUN_DIR/<system>/stats.json         {"components": {"<kind>/<name>": {"calls", "cache_hits",
+                                        "failures", "loads"}}, ...}
     RUN_DIR/<system>/text/<i>/generated.txt, image/<i>/generated.png, speech/<i>/generated.wav
 
 Everything here tolerates a partial run (missing files, missing examples); malformed files raise
@@ -59,6 +61,7 @@ class SystemRun:
     manifest: dict[str, Any]
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def oracle(self) -> bool:
@@ -110,7 +113,15 @@ def read_system(path: Path) -> SystemRun:
     if (path / "plans.jsonl").is_file():
         for rec in read_jsonl(path / "plans.jsonl", ("example_id",)):
             plans[str(rec["example_id"])] = rec
-    return SystemRun(system_id, path, manifest, records, plans)
+    stats: dict[str, Any] = {}
+    if (path / "stats.json").is_file():
+        try:
+            stats = json.loads((path / "stats.json").read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{path / 'stats.json'}: not valid JSON: {exc}") from exc
+        if not isinstance(stats, dict):
+            raise ValueError(f"{path / 'stats.json'}: expected a JSON object")
+    return SystemRun(system_id, path, manifest, records, plans, stats)
 
 
 def read_run_dir(run_dir: str | Path) -> dict[str, SystemRun]:
@@ -178,3 +189,60 @@ def lengths_frame(runs: dict[str, SystemRun]) -> pd.DataFrame:
                     {"system": sid, "example_id": example_id, "length": narration_length(text)}
                 )
     return pd.DataFrame(rows, columns=["system", "example_id", "length"])
+
+
+def outputs_frame(runs: dict[str, SystemRun]) -> pd.DataFrame:
+    """Per system and modality: examples with a record, outputs written, failed outputs and their
+    categories (``"plan_json_error ×2, empty_output ×1"``)."""
+    rows = []
+    for sid, run in runs.items():
+        for modality in MODALITIES:
+            written = failed = 0
+            categories: dict[str, int] = {}
+            for rec in run.records.values():
+                entry = rec.get(modality)
+                if not isinstance(entry, dict):
+                    continue
+                if entry.get("status") == "ok":
+                    written += 1
+                elif entry.get("status") == "failure":
+                    failed += 1
+                    cat = str(entry.get("category") or "unspecified")
+                    categories[cat] = categories.get(cat, 0) + 1
+            rows.append(
+                {
+                    "system": sid,
+                    "modality": modality,
+                    "examples": len(run.records),
+                    "written": written,
+                    "failed": failed,
+                    "failure categories": ", ".join(
+                        f"{c} ×{n}" for c, n in sorted(categories.items(), key=lambda x: -x[1])
+                    ),
+                }
+            )
+    columns = ["system", "modality", "examples", "written", "failed", "failure categories"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def calls_frame(runs: dict[str, SystemRun]) -> pd.DataFrame:
+    """Per system and component (``stats.json``): calls, store cache hits, failures, model loads."""
+    rows = []
+    for sid, run in runs.items():
+        components = run.stats.get("components")
+        if not isinstance(components, dict):
+            continue
+        for name, counts in sorted(components.items()):
+            if not isinstance(counts, dict):
+                continue
+            rows.append(
+                {
+                    "system": sid,
+                    "component": str(name),
+                    **{k: int(counts.get(k) or 0) for k in _CALL_COUNTS},
+                }
+            )
+    return pd.DataFrame(rows, columns=["system", "component", *_CALL_COUNTS])
+
+
+_CALL_COUNTS = ("calls", "cache_hits", "failures", "loads")

@@ -256,7 +256,16 @@ def test_sweep_without_scores_shows_outputs(synthetic_run, tmp_path):
         bootstrap=10,
         print_table=False,
     )
-    assert "No scores table yet" in (out / "index.html").read_text()
+    index = (out / "index.html").read_text()
+    # what the run produced comes first; the scores are one line with the commands that make them
+    assert index.index('id="run"') < index.index('id="figures"')
+    assert index.count("No scores yet") == 1
+    assert f"evaluate {synthetic_run.run_dir} --metrics bertscore,clip,speech_meta" in index
+    assert "prefetch --metrics bertscore,clip,speech_meta --judges all --dry-run" in index
+    assert 'id="leaderboard"' not in index and "No system has" not in index
+    # Figure 4 from the run records: semi-b's failed plan left all three outputs of example 2
+    assert "Figure 4: JSON errors and missing outputs per modality" in index
+    assert "plan_json_error ×1" in index
     ex0 = next((out / "examples").glob("book0_*.html")).read_text()
     assert "orch-a narration 0" in ex0 and "<audio" in ex0
     assert pd.read_csv(out / "leaderboard.csv").empty

@@ -4,6 +4,7 @@ filters work, screenshots are taken."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -11,7 +12,9 @@ import pytest
 from chromium_cdp import Chromium, chromium_binary
 from PIL import Image
 
+from omnistory_core.report import figures
 from omnistory_core.report.command import build_report
+from omnistory_core.testing import run_cli
 
 pytestmark = pytest.mark.skipif(
     chromium_binary() is None,
@@ -60,7 +63,9 @@ def test_report_in_headless_chromium(synthetic_run, tmp_path):
         browser.navigate((out / "index.html").as_uri())
         assert browser.evaluate("document.title") == "Omni-StoryBench report"
         images = browser.evaluate(IMAGES)
-        assert len(images) == 5  # the five figures
+        # one image per figure, only figures with data (narration lengths, Figures 3-7, 12-14)
+        assert len(images) == browser.evaluate("document.querySelectorAll('figure img').length")
+        assert len(images) >= 6 and "figures/fig_narration_lengths.png" in [i[0] for i in images]
         assert all(complete and width > 0 for _, complete, width in images), images
         assert _visible(browser, "#leaderboard tbody tr") == 3
         oracle_row = browser.evaluate(
@@ -100,3 +105,62 @@ def test_report_in_headless_chromium(synthetic_run, tmp_path):
         text = browser.evaluate("document.querySelector('#cards').innerText")
         assert "failure: plan_json_error" in text
         assert len(browser.evaluate(AUDIO)) == 2
+
+
+EMPTY_TABLES = """Array.from(document.querySelectorAll('table')).filter(t => {
+  const cells = Array.from(t.querySelectorAll('tbody td')).map(c => c.innerText.trim());
+  return cells.filter(c => c !== '' && c !== '\u2014').length === 0;
+}).map(t => t.id || t.closest('div, dd, main').innerText.slice(0, 80))"""
+
+
+def test_readme_demo_report_shows_only_what_has_data(tmp_path):
+    """The report of the README's demo command (`-m suite=demo`, no evaluation): what the run
+    produced first, no empty figure or table, one line on how to get scores."""
+    done = run_cli("-m", "suite=demo", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = tmp_path / "outputs" / "sweeps" / "demo"
+    out = run_dir / "report"
+    # the figures the page shows, rebuilt here so their data can be asked for
+    check = build_report(
+        run_dir / "scores.jsonl", tmp_path / "check", run_dir, bootstrap=10, print_table=False
+    )
+    shown = re.findall(r'<img src="(figures/[^"]+)"', (check / "index.html").read_text())
+    assert shown and all(figures.empty_reason(check / src) is None for src in shown)
+    with Chromium(tmp_path / "profile") as browser:
+        browser.navigate((out / "index.html").as_uri())
+        text = browser.evaluate("document.querySelector('main').innerText")
+        assert text.lstrip().startswith("This run")
+        assert text.count("No scores yet") == 1 and "--dry-run" in text
+        for absent in ("No system has", "(no data)", "Leaderboard\n", "Not enough systems"):
+            assert absent not in text, absent
+        images = browser.evaluate(IMAGES)
+        assert [src for src, _, _ in images] == shown
+        assert all(complete and width > 0 for _, complete, width in images), images
+        assert browser.evaluate("document.querySelectorAll('main table').length") >= 4
+        assert browser.evaluate(EMPTY_TABLES) == []
+        outputs = browser.evaluate(
+            "Array.from(document.querySelectorAll('.run-tables table')[0].rows).slice(1)"
+            ".map(r => Array.from(r.cells).map(c => c.innerText))"
+        )
+        assert len(outputs) == 6 and all(row[2:5] == ["10", "10", "0"] for row in outputs)
+        browser.screenshot(tmp_path / "demo-index.png")
+        _assert_screenshot(tmp_path / "demo-index.png")
+
+        viewer = browser.evaluate(
+            "Array.from(document.links).filter(a => a.innerText === 'Open the per-example viewer')"
+            ".map(a => a.getAttribute('href'))"
+        )
+        assert len(viewer) == 1 and (out / viewer[0]).is_file()
+        browser.navigate(next((out / "examples").glob("*lost-moon_page_002__page_003*")).as_uri())
+        assert browser.evaluate(EMPTY_TABLES) == []
+        characters = browser.evaluate(
+            "Array.from(document.querySelectorAll('.example-input table.records'))"
+            ".map(t => [t.rows[0].innerText, t.rows.length])"
+        )
+        assert len(characters) == 2  # the book's characters and the next page's
+        assert "personality" in characters[0][0] and characters[0][1] == 4  # header + 3
+        assert "speech_intent" in characters[1][0]
+        panel = browser.evaluate("document.querySelector('.example-input').innerText")
+        assert '{"' not in panel and "[{" not in panel  # no raw JSON
+        images = browser.evaluate(IMAGES)
+        assert len(images) == 2 + 2 and all(c and w > 0 for _, c, w in images), images

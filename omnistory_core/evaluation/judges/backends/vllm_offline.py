@@ -54,7 +54,7 @@ def engine_accepts(name: str) -> bool:
     import dataclasses
 
     try:
-        from vllm.engine.arg_utils import EngineArgs
+        from vllm.engine.arg_utils import EngineArgs  # pyright: ignore[reportMissingImports]
     except ImportError:
         return True
     return not dataclasses.is_dataclass(EngineArgs) or name in {
