@@ -23,8 +23,9 @@ What is here:
   :class:`ParamError` and :class:`PlannerConfigError`; :class:`ComponentError` (one item failed,
   with a failure category); :class:`SettingsError` and :class:`CheckoutError` (bad settings of
   image experts and source checkouts, both ``ValueError``).
-* **API planners**: :class:`VLMPlanner` (any SDK), :class:`OpenAIChatPlanner` (OpenAI-compatible
-  Chat Completions, vLLM included), requests, replies and usage.
+* **Planners**: the prompt variants and the request of one example (:func:`get_variant`,
+  :func:`build_request`); :class:`VLMPlanner` (any SDK), :class:`OpenAIChatPlanner`
+  (OpenAI-compatible Chat Completions, vLLM included), replies and usage for API planners.
 * **Retries**: the one retry policy of planners, judges and plugins (:mod:`omnistory_core.retry`).
 * **Experts**: the helpers the diffusers image experts share, speaker voices, source checkouts.
 """
@@ -108,10 +109,12 @@ from omnistory_core.planning.base import (
 from omnistory_core.planning.messages import (
     PlannerRequest,
     anthropic_messages,
+    build_request,
     encode_image,
     openai_chat_messages,
 )
 from omnistory_core.planning.openai_chat import NO_KEY, OPENAI_REQUIREMENT, OpenAIChatPlanner
+from omnistory_core.planning.prompts import PROMPT_VARIANTS, PromptVariant, get_variant
 from omnistory_core.planning.replies import (
     TRUNCATION_REASONS,
     ModelReply,
@@ -184,12 +187,16 @@ __all__ = [
     "NO_KEY",
     "OPENAI_REQUIREMENT",
     "OpenAIChatPlanner",
+    "PROMPT_VARIANTS",
     "PlannerRequest",
+    "PromptVariant",
     "Price",
     "TRUNCATION_REASONS",
     "VLMPlanner",
     "anthropic_messages",
+    "build_request",
     "encode_image",
+    "get_variant",
     "openai_chat_messages",
     "parse_price_table",
     "reply_from_anthropic_message",

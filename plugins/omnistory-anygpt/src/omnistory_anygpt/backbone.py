@@ -45,9 +45,14 @@ from omnistory_anygpt.source import (
     import_upstream,
     tree_digest,
 )
-from omnistory_core.components import Audio, Backbone, BackboneOutput, ComponentError
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
+    Audio,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    Failure,
+    Param,
+    ParamError,
     SettingsError,
     boolean,
     exception_failure,
@@ -58,7 +63,6 @@ from omnistory_core.experts.diffusion import (
     resolve_device,
     setting,
 )
-from omnistory_core.params import Param, ParamError
 
 log = logging.getLogger("omnistory")
 

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.components import ComponentError, EvalResult, Metric
+from omnistory_core.api import ComponentError, EvalResult, Metric
 
 INSTALL_HINT = "pip install 'omnistory-dreamsim[model]'"
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.components import Audio
-from omnistory_core.contract import Failure
+from omnistory_core.api import Audio, Failure
 from omnistory_dynin import layout as L
 from omnistory_dynin.prompts import build_prompt, example_seed
 from omnistory_dynin.sampler import sample_joint, span_vocabularies

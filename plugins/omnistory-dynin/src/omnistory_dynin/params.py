@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from omnistory_core.params import Param
+from omnistory_core.api import Param
 from omnistory_dynin.layout import parse_layout
 
 NAME = "dynin"

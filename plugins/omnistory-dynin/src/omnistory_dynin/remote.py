@@ -28,10 +28,10 @@ import mimetypes
 import os
 from typing import Any
 
-from omnistory_core.components import Audio
-from omnistory_core.contract import Failure
-from omnistory_core.planning.retry import (
+from omnistory_core.api import (
+    Audio,
     ErrorInfo,
+    Failure,
     RetryPolicy,
     call_with_retries,
     classify_api_error,
@@ -180,7 +180,7 @@ class RemoteDynin:
         return self.p["base_url"] or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
 
     def _start_server(self) -> str:
-        from omnistory_core.components import ComponentError
+        from omnistory_core.api import ComponentError
         from omnistory_dynin.launcher import LaunchError, OmniServer
 
         if self.launch_error is not None:
@@ -237,7 +237,7 @@ class RemoteDynin:
     def run_example(self, item: dict[str, Any]) -> dict[str, Any]:
         """One request; ``{"text", "image", "speech"}`` (value or Failure) and ``usage``.  A request
         that fails after the retries raises :class:`ComponentError` (nothing to keep)."""
-        from omnistory_core.components import ComponentError
+        from omnistory_core.api import ComponentError
 
         self.load()
         kwargs = request_kwargs(self.p, item)

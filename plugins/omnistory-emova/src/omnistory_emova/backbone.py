@@ -27,15 +27,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from omnistory_core.components import Backbone, BackboneOutput, ComponentError
-from omnistory_core.contract import GENDERS, Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     DTYPE_NAMES,
+    GENDERS,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    Failure,
+    Param,
+    ParamError,
     SettingsError,
     positive_int,
     setting,
 )
-from omnistory_core.params import Param, ParamError
 
 #: the default system prompt of EMOVA's checkpoints (``default_system_prompt`` in their config)
 SYSTEM_PROMPT = "You are a helpful assistant."

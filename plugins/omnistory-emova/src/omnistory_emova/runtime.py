@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from omnistory_core.components import Audio, ComponentError
+from omnistory_core.api import Audio, ComponentError
 
 #: EMOVA's speech codebook: the tokens ``<|speech_0|>`` .. ``<|speech_4095|>``
 SPEECH_UNITS = 4096

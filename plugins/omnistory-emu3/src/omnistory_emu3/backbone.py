@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from omnistory_core.components import Backbone, BackboneOutput, ComponentError
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    ParamError,
     SettingsError,
     exception_failure,
     item_seed,
@@ -27,7 +30,6 @@ from omnistory_core.experts.diffusion import (
     resolve_device,
     resolve_dtype,
 )
-from omnistory_core.params import ParamError
 from omnistory_emu3.prompting import ChatOutputError, chat_prompt, read_chat_answer, speech_plan
 from omnistory_emu3.settings import DEFAULT_MODELS, PARAMETERS, Emu3Settings, parse_settings
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 from omnistory_emu3.layout import check_layout, image_sequence_length, next_token_kind
 from omnistory_emu3.prompting import EMU3_SYSTEM_TEXT, upstream_chat_layout
 from omnistory_emu3.runtime import describe_load_error, dtype_kwargs, sampling, seed_everything

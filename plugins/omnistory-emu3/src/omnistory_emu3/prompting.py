@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnistory_core.contract import LABELS
+from omnistory_core.api import LABELS
 
 #: the system text Emu3-Chat was trained with (the model's chat format, used verbatim)
 EMU3_SYSTEM_TEXT = "You are a helpful assistant."

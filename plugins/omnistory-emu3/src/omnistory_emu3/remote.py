@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 from omnistory_emu3.runtime import describe_load_error, dtype_kwargs, sampling, seed_everything
 from omnistory_emu3.settings import (
     PROCESSOR_MODULE,

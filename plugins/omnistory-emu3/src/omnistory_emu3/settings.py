@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     DTYPE_NAMES,
+    Param,
     SettingsError,
     boolean,
     non_negative_float,
     positive_int,
     setting,
 )
-from omnistory_core.params import Param
 from omnistory_emu3.prompting import OFFICIAL_VOICE, check_voice
 
 IMPLEMENTATIONS = ("native", "remote_code")

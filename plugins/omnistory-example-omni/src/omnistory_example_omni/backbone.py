@@ -23,9 +23,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any, ClassVar
 
-from omnistory_core.components import Audio, Backbone, BackboneOutput
-from omnistory_core.contract import MODALITIES, Failure
-from omnistory_core.params import Param, ParamError
+from omnistory_core.api import (
+    MODALITIES,
+    Audio,
+    Backbone,
+    BackboneOutput,
+    Failure,
+    Param,
+    ParamError,
+)
 
 
 def speaking_character(conditions: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +139,7 @@ class _ExampleBackbone(Backbone):
 
     def load(self) -> None:
         # A real model loads its weights here, once, on the first cache miss.
-        from omnistory_core.builtin.espeak_tts import EspeakTTS
+        from omnistory_core.api import EspeakTTS
 
         tts = EspeakTTS(seed=int(self.params["seed"]))
         tts.load()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnistory_core.hookspecs import hookimpl
+from omnistory_core.api import hookimpl
 
 
 @hookimpl

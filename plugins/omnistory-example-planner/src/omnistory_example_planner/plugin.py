@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omnistory_core.components import Planner, PlannerResponse
-from omnistory_core.hookspecs import hookimpl
-from omnistory_core.params import Param
+from omnistory_core.api import Param, Planner, PlannerResponse, hookimpl
 
 
 class InstructionPlanner(Planner):
@@ -28,7 +26,7 @@ class InstructionPlanner(Planner):
     )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        from omnistory_core.experts.voices import resolve_gender
+        from omnistory_core.api import resolve_gender
 
         conditions = item["conditions"] or {}
         characters = [c for c in conditions.get("characters") or [] if isinstance(c, dict)]

@@ -16,10 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from omnistory_core.components import ComponentError, ImageExpert
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     SEED_MODES,
+    ComponentError,
+    Failure,
+    ImageExpert,
+    Param,
+    ParamError,
     SettingsError,
     arrays_to_images,
     boolean,
@@ -36,7 +39,6 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
-from omnistory_core.params import Param, ParamError
 
 #: pip requirements of a FLUX environment (FluxKontextPipeline exists from diffusers 0.35; the
 #: code is tested with 0.42.1 and passes the ``dtype`` keyword introduced by the 0.4x series)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from omnistory_core.hookspecs import hookimpl
+from omnistory_core.api import hookimpl
 from omnistory_flux.experts import IMAGE_EXPERTS
 
 

@@ -28,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from omnistory_core.components import Backbone, BackboneOutput
-from omnistory_core.contract import Failure
-from omnistory_core.params import Param, ParamError
-from omnistory_core.planning.replies import TRUNCATION_REASONS
-from omnistory_core.planning.retry import (
+from omnistory_core.api import (
+    TRUNCATION_REASONS,
+    Backbone,
+    BackboneOutput,
     ErrorInfo,
+    Failure,
+    Param,
+    ParamError,
     RetryPolicy,
     call_with_retries,
     classify_api_error,

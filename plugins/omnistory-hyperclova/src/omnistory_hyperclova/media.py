@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from omnistory_core.components import Audio, Media
-from omnistory_core.planning.messages import encode_image
+from omnistory_core.api import Audio, Media, encode_image
 from omnistory_hyperclova.prompts import redact_url
 
 

@@ -21,10 +21,14 @@ import logging
 import re
 from typing import Any, ClassVar
 
-from omnistory_core.components import Backbone, BackboneOutput, ComponentError
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     DTYPE_NAMES,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    Failure,
+    Param,
+    ParamError,
     SettingsError,
     exception_failure,
     item_seed,
@@ -35,7 +39,6 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
-from omnistory_core.params import Param, ParamError
 from omnistory_mmada.parsing import interpret
 from omnistory_mmada.prompts import mmu_messages, t2i_prompt
 from omnistory_mmada.source import (

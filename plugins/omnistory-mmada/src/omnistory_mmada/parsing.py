@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 #: the official runner's fallback voice when the model gives no (valid) speech labels
 DEFAULT_SPEAKER: dict[str, str] = {

@@ -3,7 +3,7 @@ config directory holding its yaml.  Imports no torch."""
 
 from __future__ import annotations
 
-from omnistory_core.hookspecs import hookimpl
+from omnistory_core.api import hookimpl
 
 
 @hookimpl

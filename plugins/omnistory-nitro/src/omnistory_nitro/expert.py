@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from omnistory_core.components import ComponentError, ImageExpert
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     SEED_MODES,
+    ComponentError,
+    Failure,
+    ImageExpert,
+    Param,
+    ParamError,
     SettingsError,
     arrays_to_images,
     boolean,
@@ -35,7 +38,6 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
-from omnistory_core.params import Param, ParamError
 
 #: pip requirements of a Nitro-T environment.  The model card asks for diffusers >= 0.34; the code
 #: is tested (on a stand-in pipeline, see README) with diffusers 0.42.1 and transformers 5.24.

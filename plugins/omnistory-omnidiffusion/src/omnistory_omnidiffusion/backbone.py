@@ -25,15 +25,18 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnistory_core.components import Audio, Backbone, BackboneOutput, ComponentError
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
+    Audio,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    Failure,
+    ParamError,
     SettingsError,
     release_cuda_memory,
     resolve_device,
     resolve_dtype,
 )
-from omnistory_core.params import ParamError
 from omnistory_omnidiffusion import prompts
 from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import (

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omnistory_core.experts.diffusion import (
+from omnistory_core.api import (
     DTYPE_NAMES,
+    Param,
     SettingsError,
     non_negative_float,
     positive_int,
     setting,
 )
-from omnistory_core.params import Param
 
 #: denoising orders the Dream sampler (``generation_utils.py`` of the checkpoint) knows
 ALGORITHMS = ("origin", "maskgit_plus", "topk_margin", "entropy", "entropy-penalty")

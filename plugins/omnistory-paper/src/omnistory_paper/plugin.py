@@ -1,6 +1,6 @@
 """Registers the paper's presets on the config search path; it adds no component of its own."""
 
-from omnistory_core.hookspecs import hookimpl
+from omnistory_core.api import hookimpl
 
 #: the paper's 18 orchestration systems (Section 5.1): planner x image expert x TTS expert
 ORCHESTRATION: tuple[str, ...] = tuple(

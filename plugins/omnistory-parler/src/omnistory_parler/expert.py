@@ -5,9 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, ClassVar
 
-from omnistory_core.components import Audio, ComponentError, TTSExpert
-from omnistory_core.contract import Failure
-from omnistory_core.params import Param, ParamError
+from omnistory_core.api import Audio, ComponentError, Failure, Param, ParamError, TTSExpert
 from omnistory_parler.description import (
     DEFAULT_VOCABULARY,
     VOICE_HASHES,

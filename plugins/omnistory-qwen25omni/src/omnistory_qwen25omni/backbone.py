@@ -19,10 +19,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from omnistory_core.components import Audio, Backbone, BackboneOutput, ComponentError, Media
-from omnistory_core.contract import Failure
-from omnistory_core.experts.diffusion import DTYPE_NAMES, item_seed
-from omnistory_core.params import Param, ParamError
+from omnistory_core.api import (
+    DTYPE_NAMES,
+    Audio,
+    Backbone,
+    BackboneOutput,
+    ComponentError,
+    Failure,
+    Media,
+    Param,
+    ParamError,
+    item_seed,
+)
 from omnistory_qwen25omni.prompts import extract_quote, parse_page, pass1_messages, pass2_messages
 from omnistory_qwen25omni.replies import Reply, Speech
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from omnistory_core.components import ComponentError, Media
+from omnistory_core.api import ComponentError, Media
 from omnistory_qwen25omni.media import OUTPUT_SAMPLE_RATE, listening_copy, omni_utils_resize
 from omnistory_qwen25omni.prompts import speak_messages
 from omnistory_qwen25omni.replies import Reply, Speech
@@ -211,7 +211,7 @@ class TransformersRunner:
         from packaging.version import Version
         from transformers import Qwen2_5OmniForConditionalGeneration
 
-        from omnistory_core.experts.diffusion import resolve_device
+        from omnistory_core.api import resolve_device
 
         s = self.s
         device = resolve_device(s.device)
@@ -256,7 +256,7 @@ class TransformersRunner:
     def unload(self) -> None:
         self.model = None
         self.inputs = None
-        from omnistory_core.experts.diffusion import release_cuda_memory
+        from omnistory_core.api import release_cuda_memory
 
         release_cuda_memory()
 

@@ -15,7 +15,7 @@ import base64
 import os
 from typing import Any
 
-from omnistory_core.components import ComponentError, Media
+from omnistory_core.api import ComponentError, Media
 from omnistory_qwen25omni.launcher import LaunchError, OmniServer
 from omnistory_qwen25omni.media import data_url, image_mime, read_wav, wav_bytes
 from omnistory_qwen25omni.replies import Reply, Speech
