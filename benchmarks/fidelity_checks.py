@@ -39,7 +39,7 @@ SENTENCE = (
     "The little fox ran across the quiet field and stopped beside the old stone wall "
     "where the morning light was warm and bright"
 )
-WPM = (105, 115, 125, 135, 215, 225, 235, 245)
+WPM = (105, 115, 125, 135, 175, 215, 225, 235, 245)
 RATES_HZ = (16_000, 22_050, 24_000)
 
 
@@ -101,8 +101,8 @@ def whisper_input_check(workdir: Path) -> list[dict[str, Any]]:
                 energy[name] = rate_est.units_per_second
             t_path, t_array = (asr.transcribe([x])[0] for x in (str(path), full))
             same = (t_path.text, t_path.chunks) == (t_array.text, t_array.chunks)
-            whisper_labels = [
-                speed_label(speaking_rate(t.text, t.chunks, trimmed, SAMPLE_RATE).units_per_second)
+            whisper_rates = [
+                speaking_rate(t.text, t.chunks, trimmed, SAMPLE_RATE).units_per_second
                 for t in (t_path, t_array)
             ]
             rows.append(
@@ -115,7 +115,8 @@ def whisper_input_check(workdir: Path) -> list[dict[str, Any]]:
                     "energy_rate": [energy["path"], energy["array"]],
                     "energy_label": [speed_label(energy["path"]), speed_label(energy["array"])],
                     "tiny_whisper_identical": same,
-                    "tiny_whisper_label": whisper_labels,
+                    "tiny_whisper_rate": whisper_rates,
+                    "tiny_whisper_label": [speed_label(r) for r in whisper_rates],
                 }
             )
     return rows
@@ -158,6 +159,10 @@ def speechbrain_check(draws: int = 20_000, seed: int = 0) -> dict[str, Any]:
     return {"constructed": case, "draws": draws, "seed": seed, "changed": changed}
 
 
+def _rate(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the measurements here")
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Whisper input: file path (ffmpeg decode) vs librosa array")
     print(
         "| wpm | file Hz | max |Δ sample| | max |Δ log-mel| | energy rate path/array (label) "
-        "| tiny Whisper identical (labels) |"
+        "| tiny Whisper identical (rate path/array: labels) |"
     )
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -176,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['wpm']} | {r['file_hz']} | {r['max_sample_diff']:.2e} | "
             f"{r['max_logmel_diff']:.2e} | {rp:.3f}/{ra:.3f} "
             f"({'/'.join(r['energy_label'])}) | {r['tiny_whisper_identical']} "
-            f"({'/'.join(r['tiny_whisper_label'])}) |"
+            f"({'/'.join(_rate(x) for x in r['tiny_whisper_rate'])}: "
+            f"{'/'.join(r['tiny_whisper_label'])}) |"
         )
     sb = speechbrain_check()
     print(

@@ -8,8 +8,8 @@ or a 16 kHz mono float32 waveform. The paper passes "the original audio path" to
 reads the file and decodes it with the ``ffmpeg`` binary to 16 kHz mono float32 (``speech_meta``'s
 default, ``asr_input="path"``); with ``asr_input="array"`` the untrimmed 16 kHz mono signal decoded
 by librosa is passed instead (no ffmpeg needed). For a 16 kHz mono 16-bit PCM WAV both decodes give
-the same samples, hence the same transcript; for other rates the resamplers differ slightly
-(measured by ``benchmarks/fidelity_checks.py``).
+the same samples, hence the same transcript; for other rates the two resamplers differ and the
+transcript can too (measured by ``benchmarks/fidelity_checks.py``).
 
 Decoding: ``num_beams=None`` leaves the choice to the installed transformers. The transformers 5.24
 ASR pipeline adds ``num_beams=5`` (openai-whisper's CLI default) when the checkpoint's generation
