@@ -43,12 +43,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from omnistory_core.contract import Failure
-
-if TYPE_CHECKING:
-    from omnistory_core.params import Param
+from omnistory_core.params import Param, check_declaration, key_params, resolve_params
 
 EXAMPLE_INPUTS = ("current_image", "current_text", "metadata", "conditions")
 PLAN_INPUTS = (
@@ -153,9 +151,6 @@ class Component:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("parameters") is not None:
-            # imported here: omnistory_core.params needs this module loaded first
-            from omnistory_core.params import check_declaration
-
             cls.parameters = tuple(cls.__dict__["parameters"])
             check_declaration(cls.__qualname__, cls.parameters)
         if cls.parameters is not None:
@@ -165,8 +160,6 @@ class Component:
 
     def __init__(self, **params: Any):
         if type(self).parameters is not None:
-            from omnistory_core.params import resolve_params
-
             params = resolve_params(type(self), params)
         self.params = params
 
@@ -197,8 +190,6 @@ class Component:
 
     def output_params(self) -> dict[str, Any]:
         """The parameters that change outputs (part of every cache key)."""
-        from omnistory_core.params import key_params
-
         return key_params(type(self), self.params)
 
     @property

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omnistory_core.engine.system import ConfigError
+from omnistory_core.errors import ConfigError
 
 #: the Python types a parameter may have (what a yaml / command-line value can be)
 TYPES: dict[type, str] = {t: t.__name__ for t in (str, int, float, bool, list, dict)}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from omnistory_core.components import BACKBONE_MODALITIES
+from omnistory_core.errors import ConfigError  # defined in a leaf; importable from here too
 
 #: group -> the output modality it makes
 EXPERT_MODALITY: dict[str, str] = {"image": "image", "tts": "speech"}
@@ -51,10 +52,6 @@ RUN_KEYS = frozenset(
         "engine",
     }
 )
-
-
-class ConfigError(Exception):
-    """A configuration that cannot run (unknown component, oracle without the flag, ...)."""
 
 
 @dataclass(frozen=True)
