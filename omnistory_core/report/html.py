@@ -542,7 +542,10 @@ def _system_page(
             else:
                 status.append(MISSING)
         values = ctx.summary[:, s, e].tolist() if s is not None and e is not None else [None] * 7
-        vals = "".join(f'<td data-v="{v}">{_num(v, 3)}</td>' for v in values)
+        # a system without scores gets no columns of dashes
+        vals = (
+            "".join(f'<td data-v="{v}">{_num(v, 3)}</td>' for v in values) if s is not None else ""
+        )
         rows.append(
             f'<tr data-item data-search="{escape(entry.example_id.lower())}">'
             f"<td>{'' if entry.index is None else entry.index}</td>"
@@ -554,7 +557,14 @@ def _system_page(
         )
     header = "".join(
         f"<th>{h}</th>"
-        for h in ("#", "example", "text", "image", "speech", *(lab for _, lab in _SUMMARY_LABELS))
+        for h in (
+            "#",
+            "example",
+            "text",
+            "image",
+            "speech",
+            *(lab for _, lab in (_SUMMARY_LABELS if s is not None else ())),
+        )
     )
     body = (
         head

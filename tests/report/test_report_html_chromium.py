@@ -164,3 +164,9 @@ def test_readme_demo_report_shows_only_what_has_data(tmp_path):
         assert '{"' not in panel and "[{" not in panel  # no raw JSON
         images = browser.evaluate(IMAGES)
         assert len(images) == 2 + 2 and all(c and w > 0 for _, c, w in images), images
+
+        browser.navigate(next((out / "systems").glob("template_copy_espeak-*.html")).as_uri())
+        assert browser.evaluate(EMPTY_TABLES) == []
+        header = browser.evaluate("document.querySelector('#sysrows thead').innerText")
+        assert "speech" in header and "BERT" not in header  # no columns of dashes
+        assert browser.evaluate("document.querySelectorAll('#sysrows tbody tr').length") == 10
