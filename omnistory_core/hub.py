@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -184,16 +184,32 @@ def load_cache_first(checkpoints: Iterable[str], loader: Callable[[], T]) -> T:
     return loader()
 
 
+def load_checkpoints(cls: type, params: Mapping[str, Any]) -> list[str]:
+    """Hub ids a component's ``load()`` reads: its own ``checkpoints(params)`` if it has one, else
+    its ``model`` / ``text_encoder`` parameters (and a judge's ``spec.checkpoint`` when no
+    ``model`` is set).  Local directories are left out: they need nothing fetched."""
+    if hasattr(cls, "checkpoints"):
+        ids = list(cls.checkpoints(params))
+    else:
+        ids = [str(params[k]) for k in ("model", "text_encoder") if params.get(k)]
+        spec = getattr(cls, "spec", None)
+        if spec is not None and getattr(spec, "checkpoint", None) and not params.get("model"):
+            ids.append(spec.checkpoint)
+    out: list[str] = []
+    for checkpoint in ids:
+        if checkpoint and checkpoint not in out and not Path(checkpoint).exists():
+            out.append(checkpoint)
+    return out
+
+
 def load_component(component: object) -> None:
     """``component.load()`` with the cache first and the hub tried once, for any component whose
-    checkpoints :func:`omnistory_core.prefetch.component_checkpoints` can name (its
-    ``checkpoints(params)``, or its ``model`` / ``text_encoder`` parameters)."""
-    from omnistory_core.prefetch import component_checkpoints
-
+    checkpoints :func:`load_checkpoints` can name (its ``checkpoints(params)``, or its ``model`` /
+    ``text_encoder`` parameters)."""
     inner = getattr(component, "_component", component)  # an isolated one: the real class
     params = dict(getattr(inner, "params", {}) or {})
     try:
-        ids = component_checkpoints(str(getattr(inner, "kind", "")), type(inner), params)
+        ids = load_checkpoints(type(inner), params)
     except Exception:  # noqa: BLE001 - naming checkpoints is best effort; loading decides
         ids = []
     load_cache_first(ids, component.load)  # type: ignore[attr-defined]

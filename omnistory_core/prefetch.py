@@ -21,22 +21,18 @@ from typing import Any
 
 
 def component_checkpoints(kind: str, cls: type, params: dict[str, Any]) -> list[str]:
-    """Hub ids a component needs: its own ``checkpoints(params)`` if it has one, else its
-    ``model`` / ``text_encoder`` parameters, and a judge's checkpoint and repair model."""
-    if hasattr(cls, "checkpoints"):
-        ids = list(cls.checkpoints(params))
-    else:
-        ids = [str(params[k]) for k in ("model", "text_encoder") if params.get(k)]
-        spec = getattr(cls, "spec", None)
-        if spec is not None and getattr(spec, "checkpoint", None) and not params.get("model"):
-            ids.append(spec.checkpoint)
+    """Hub ids a component needs: those its ``load()`` reads (its own ``checkpoints(params)``, or
+    its ``model`` / ``text_encoder`` parameters, or a judge's checkpoint: see
+    :func:`omnistory_core.hub.load_checkpoints`) and, for a judge with ``repair``, the JSON-repair
+    model loaded at the end of its stage.  Local directories need nothing fetched."""
+    from omnistory_core.hub import load_checkpoints
+
+    out = load_checkpoints(cls, params)
     if kind == "judge" and params.get("repair"):
         from omnistory_core.evaluation.judges import REPAIR_SPEC
 
         repair = params["repair"] if isinstance(params["repair"], dict) else {}
-        ids.append(str(repair.get("model") or REPAIR_SPEC.checkpoint))
-    out: list[str] = []
-    for checkpoint in ids:  # local directories need nothing fetched
+        checkpoint = str(repair.get("model") or REPAIR_SPEC.checkpoint)
         if checkpoint and checkpoint not in out and not Path(checkpoint).exists():
             out.append(checkpoint)
     return out

@@ -35,3 +35,35 @@ def test_offline_download_fails_with_a_clear_message(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "could not download openai/clip-vit-base-patch32" in proc.stderr
     assert "1 of 1 checkpoints could not be downloaded" in proc.stderr
+
+
+def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Path) -> None:
+    """hub.load_checkpoints names what ``load()`` reads; prefetch adds a judge's repair model."""
+    from omnistory_core import hub, prefetch
+    from omnistory_core.evaluation.judges import REPAIR_SPEC
+
+    class Spec:
+        checkpoint = "org/judge"
+
+    class Judge:
+        spec = Spec()
+
+    class Declares:
+        @classmethod
+        def checkpoints(cls, params: dict) -> list[str]:
+            return ["org/a", "org/a", str(params["local"])]
+
+    local = tmp_path / "weights"
+    local.mkdir()
+    repair = {"repair": {"model": "org/repair"}}
+    assert hub.load_checkpoints(Judge, repair) == ["org/judge"]
+    assert prefetch.component_checkpoints("judge", Judge, repair) == ["org/judge", "org/repair"]
+    assert prefetch.component_checkpoints("judge", Judge, {"repair": True}) == [
+        "org/judge",
+        REPAIR_SPEC.checkpoint,
+    ]
+    assert prefetch.component_checkpoints("metric", Judge, {"repair": True}) == ["org/judge"]
+    assert hub.load_checkpoints(Declares, {"local": local}) == ["org/a"]
+    assert prefetch.component_checkpoints(
+        "image", object, {"model": str(local), "text_encoder": "org/te"}
+    ) == ["org/te"]
