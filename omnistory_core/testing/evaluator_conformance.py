@@ -44,13 +44,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.testing.conformance import (
+from omnistory_core.testing._common import (
     _POISON,
     ConformanceError,
     ConformanceReport,
     _check_light_import,
     _check_name_and_version,
     _counting,
+    _declaration,
     _fail,
     _key_difference,
     _Poison,
@@ -500,7 +501,6 @@ def _first_item(ctx: _Context) -> dict[str, Any]:
 
 def _check_output_params(ctx: _Context, first: _Scored, vary: Mapping[str, Any], report) -> None:
     from omnistory_core.engine.stage import item_key
-    from omnistory_core.testing.conformance import _declaration
 
     cls = ctx.cls
     item = _first_item(ctx)
