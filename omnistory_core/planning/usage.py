@@ -5,9 +5,11 @@ The price table maps a model name to USD per million input and output tokens::
     prices:
       gpt-5.4: {input_per_mtok: 2.5, output_per_mtok: 10.0}
 
-No prices ship with the project (they change, and differ per account and tier): a model missing
+No prices ship for real runs (they change, and differ per account and tier): a model missing
 from the table, or with a ``null`` price, gets no ``cost_usd`` at all, never a cost of 0, so a
-summed cost is never silently too low.  ``priced_calls`` counts the calls that carry a cost, so
+summed cost is never silently too low.  The dry run's estimates fall back on
+:data:`REFERENCE_PRICES` (each with its source) for models the planner's table does not price.
+``priced_calls`` counts the calls that carry a cost, so
 the manifest's summed usage shows how much of the spend is covered.
 """
 
@@ -67,6 +69,38 @@ def parse_price_table(raw: Mapping[str, Any] | None, where: str = "planner.price
     return table
 
 
+#: Reference prices (USD per million tokens, standard tier, short context) that only the dry run
+#: (``engine.dry_run=true``) falls back on when the planner's own ``prices`` does not price its
+#: model; a run's recorded ``cost_usd`` never uses them.  Each entry names its source and the date
+#: it was read; they change, so check the provider's page before budgeting.
+REFERENCE_PRICES: dict[str, dict[str, Any]] = {
+    "gpt-5.4": {
+        "input_per_mtok": 2.5,
+        "output_per_mtok": 15.0,
+        "source": "OpenAI API pricing page (developers.openai.com/api/docs/pricing), standard"
+        " tier under 272K input tokens, as quoted by benchlm.ai (2026-04-13) and tokenmix.ai"
+        " (2026-06-04); not read from OpenAI's page on this machine",
+    },
+    "claude-opus-4-7": {
+        "input_per_mtok": 5.0,
+        "output_per_mtok": 25.0,
+        "source": "Anthropic pricing docs (docs.anthropic.com/en/docs/about-claude/pricing), base"
+        " input and output, as quoted by aiunpacker.com (May 2026) and apidog.com; not read from"
+        " Anthropic's page on this machine",
+    },
+}
+
+
+def reference_price(model: str) -> tuple[Price, str] | None:
+    """The dry run's fallback price of ``model`` and its source, or None when there is none."""
+    entry = REFERENCE_PRICES.get(model)
+    if entry is None:
+        return None
+    return Price(float(entry["input_per_mtok"]), float(entry["output_per_mtok"])), str(
+        entry["source"]
+    )
+
+
 def usage_record(
     model: str,
     input_tokens: int | None,
@@ -99,4 +133,11 @@ def usage_record(
     return usage
 
 
-__all__ = ["PRICE_FIELDS", "Price", "parse_price_table", "usage_record"]
+__all__ = [
+    "PRICE_FIELDS",
+    "REFERENCE_PRICES",
+    "Price",
+    "parse_price_table",
+    "reference_price",
+    "usage_record",
+]

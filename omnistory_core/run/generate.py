@@ -67,6 +67,10 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         )
         for group, node in system.specs.items()
     }
+    if bool(cfg.engine.get("dry_run", False)):  # plan only: nothing loaded, called or stored
+        from omnistory_core.run.plan import dry_run_system
+
+        return dry_run_system(cfg, system, components, examples, output_dir)
     store = Store(Path(cfg.engine.store).resolve())
     for group, node in system.specs.items():
         components[group] = maybe_isolate(components[group], node.get("runner"), store.root)

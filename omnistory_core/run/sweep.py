@@ -3,7 +3,8 @@
 :class:`SweepCallback` is the Hydra callback ``conf/config.yaml`` installs: before any job it
 validates the dataset (a bad dataset fails the sweep once, not once per job); after the last job
 it sums the jobs' stats into ``sweep_stats.json`` and calls :func:`finish_sweep`, which runs the
-configured evaluation and builds the report.
+configured evaluation and builds the report; after a dry run (``engine.dry_run=true``) it writes
+``sweep_plan.json`` instead (:mod:`omnistory_core.run.plan`).
 """
 
 from __future__ import annotations
@@ -52,11 +53,21 @@ class SweepCallback(Callback):  # type: ignore[misc]
 
         install_log_filter()
         load_examples(dataset_spec(config))  # raises DatasetError before any generation
+        if bool(config.engine.get("dry_run", False)):
+            from omnistory_core.engine.dryrun import clear_job_plans
+
+            clear_job_plans(Path(config.hydra.sweep.dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from omnistory_core.engine.store import atomic_write_bytes
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        if bool(config.engine.get("dry_run", False)):  # sweep_plan.json instead of any stats
+            from omnistory_core.run.plan import finish_dry_run
+
+            if finish_dry_run(config, sweep_dir):
+                raise SystemExit(1)
+            return
         stats = sum_stats(job_dirs(sweep_dir))
         failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
         stats["failed_jobs"] = failed

@@ -1,0 +1,549 @@
+"""Plan a run or sweep before paying for it: ``engine.dry_run=true``.
+
+A dry run builds every component (its constructor validates its parameters; nothing is loaded),
+reads the dataset and the store, and computes the cache key of every call the run would make,
+exactly as :func:`omnistory_core.engine.job.run_job` computes them, without making any:
+
+* first-stage calls (planner or backbone) have real keys: their inputs are the dataset's;
+* an expert's call reads plan fields.  When the upstream record is in the store and usable, the
+  real plan gives the real key (or no call, when the plan failed); when it is not, the plan field
+  is a *symbolic* value naming the upstream call key and the field, so two systems sharing that
+  upstream call and that expert get one key, as the real run dedupes them.  The dry run assumes
+  every upstream call still to make succeeds: a failed plan means fewer downstream calls.
+
+Each job of a ``-m`` sweep writes its keys to ``<job dir>/dry_run.json`` (jobs may run in other
+processes or on other nodes: files, not memory); the sweep callback merges them, deduplicated
+across the whole sweep, into ``<sweep dir>/sweep_plan.json`` and prints the table.  A single run
+writes ``sweep_plan.json`` in its run directory.  Per component: ``calls`` (distinct calls still to
+make), ``cached`` (distinct calls the store holds and the run would reuse), ``loads`` (model loads
+when the jobs run one after another in sweep order, as the basic launcher runs them: a job loads a
+component when it meets a call no earlier job made), and estimates: API cost in USD (planners that
+build a request: prompt tokens counted on the real prompt, see :func:`count_tokens`; price from the
+planner's ``prices`` or :data:`~omnistory_core.planning.usage.REFERENCE_PRICES`) and GPU-hours
+(``calls`` x seconds per call from :data:`THROUGHPUT` or ``engine.plan.throughput``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import Component
+from omnistory_core.contract import Failure, StoryExample
+from omnistory_core.engine.failures import preflight, retry_mode
+from omnistory_core.engine.job import (
+    PLAN_PATHS,
+    STAGE_MODALITY,
+    MediaHasher,
+    PlanOutcome,
+    _backbone_outcome,
+    _blocked,
+    _plan_outcome,
+    _planner_text,
+    example_inputs,
+    project,
+    source_group,
+)
+from omnistory_core.engine.stage import ComponentStats, item_key, needs_recompute
+from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.planning.usage import Price, parse_price_table, reference_price
+
+log = logging.getLogger("omnistory")
+
+__all__ = [
+    "JOB_FILE",
+    "NO_GPU",
+    "PLAN_FILE",
+    "THROUGHPUT",
+    "PlanSettings",
+    "ReadOnlyStore",
+    "count_tokens",
+    "merge_plans",
+    "plan_job",
+    "render_plan",
+]
+
+#: per job: its keys (merged by the sweep callback)
+JOB_FILE = "dry_run.json"
+#: per sweep (or single run): the merged plan
+PLAN_FILE = "sweep_plan.json"
+
+#: components that use no GPU (CPU stand-ins and hosted APIs): 0 GPU-hours
+NO_GPU: frozenset[str] = frozenset(
+    {
+        "planner/template",
+        "planner/copy",
+        "planner/oracle",
+        "planner/noop",
+        "planner/instruction",
+        "planner/gpt",
+        "planner/claude",
+        "image/copy",
+        "image/oracle",
+        "image/noop",
+        "tts/espeak",
+        "tts/noop",
+        "backbone/noop",
+    }
+)
+
+#: Seconds of one GPU per call, per GPU type and component (``kind/name``).  Only measured values
+#: belong here, each with its source; none has been measured on a GPU for this project yet, so the
+#: table is empty and a GPU component's GPU-hours are unknown (``null``) until
+#: ``engine.plan.throughput.<kind>.<name>=SECONDS`` gives them (for ``engine.plan.gpu``).
+#: ``benchmarks/flux_throughput.py`` measures ``image/dev`` on a CUDA GPU.
+THROUGHPUT: dict[str, dict[str, tuple[float, str]]] = {}
+
+FOOTNOTES = (
+    "calls: distinct calls still to make, deduplicated across the sweep and against the store;"
+    " an expert's calls assume every upstream call still to make succeeds (a failed plan means"
+    " fewer downstream calls).",
+    "loads: model loads when the jobs run one after another in sweep order (basic launcher);"
+    " parallel jobs may each load a component they share.",
+)
+
+
+# -- the store, read only -------------------------------------------------------------------
+class ReadOnlyStore(Store):
+    """The store's records as :meth:`Store.get` reads them; creates, locks and writes nothing (a
+    store directory that does not exist is an empty store)."""
+
+    def __init__(self, root: str | Path):  # noqa: D107 - no mkdir, no locking mode
+        self.root = Path(root)
+        self.locking = "none"
+        self.lease_s = 0.0
+
+    def put(self, record: CallRecord) -> None:  # pragma: no cover - guard
+        raise RuntimeError("a dry run writes nothing to the store")
+
+    def put_blob(self, data: bytes, ext: str) -> str:  # pragma: no cover - guard
+        raise RuntimeError("a dry run writes nothing to the store")
+
+    def lock(self, key: str) -> Any:  # pragma: no cover - guard
+        raise RuntimeError("a dry run locks nothing in the store")
+
+
+# -- settings ---------------------------------------------------------------------------------
+@dataclass
+class PlanSettings:
+    """``engine.plan``: the GPU type and count, throughput overrides, output-token assumption."""
+
+    gpu: str = "H100"
+    gpus: int = 1
+    #: ``{kind: {name: seconds per call}}`` (overrides :data:`THROUGHPUT` for ``gpu``)
+    throughput: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: assumed output tokens per planner call; None: the planner's ``max_tokens`` (upper bound)
+    output_tokens: int | None = None
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any] | None) -> PlanSettings:
+        node = dict(node or {})
+        unknown = sorted(set(node) - {"gpu", "gpus", "throughput", "output_tokens"})
+        if unknown:
+            raise ValueError(
+                f"engine.plan: unknown key(s) {', '.join(unknown)}; known: gpu, gpus,"
+                " throughput, output_tokens"
+            )
+        gpus = node.get("gpus", 1)
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise ValueError(f"engine.plan.gpus: expected an integer >= 1, got {gpus!r}")
+        throughput: dict[str, dict[str, float]] = {}
+        for kind, names in dict(node.get("throughput") or {}).items():
+            if not isinstance(names, Mapping):
+                raise ValueError(
+                    f"engine.plan.throughput.{kind}: expected {{name: seconds per call}}, got"
+                    f" {names!r}"
+                )
+            for name, seconds in names.items():
+                if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+                    raise ValueError(
+                        f"engine.plan.throughput.{kind}.{name}: expected seconds per call >= 0,"
+                        f" got {seconds!r}"
+                    )
+                throughput.setdefault(str(kind), {})[str(name)] = float(seconds)
+        output_tokens = node.get("output_tokens")
+        if output_tokens is not None and (
+            isinstance(output_tokens, bool)
+            or not isinstance(output_tokens, int)
+            or output_tokens < 0
+        ):
+            raise ValueError(
+                "engine.plan.output_tokens: expected null or an integer >= 0, got"
+                f" {output_tokens!r}"
+            )
+        return cls(str(node.get("gpu") or "H100"), gpus, throughput, output_tokens)
+
+    def seconds_per_call(self, key: str) -> tuple[float | None, str]:
+        """Seconds of one GPU per call of component ``key`` and where the number comes from."""
+        if key in NO_GPU:
+            return 0.0, "uses no GPU"
+        kind, _, name = key.partition("/")
+        if name in self.throughput.get(kind, {}):
+            return self.throughput[kind][name], f"engine.plan.throughput.{kind}.{name}"
+        entry = THROUGHPUT.get(self.gpu, {}).get(key)
+        if entry is not None:
+            return entry
+        return None, f"not measured on {self.gpu}: set engine.plan.throughput.{kind}.{name}"
+
+
+# -- token and cost estimates -------------------------------------------------------------
+def count_tokens(text: str) -> int:
+    """Tokens of ``text``: tiktoken's ``o200k_base`` when tiktoken is installed, else the
+    characters divided by 4 (rounded up), the usual rule of thumb for English."""
+    try:
+        import tiktoken  # pyright: ignore[reportMissingImports] - optional
+    except ImportError:
+        return math.ceil(len(text) / 4)
+    return len(tiktoken.get_encoding("o200k_base").encode(text))
+
+
+def image_tokens(data: bytes) -> int:
+    """Tokens of one image as Anthropic documents its estimate (width x height / 750); an
+    assumption for other providers, whose formulas differ."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        width, height = img.size
+    return math.ceil(width * height / 750)
+
+
+@dataclass
+class _Pricing:
+    price: Price | None
+    source: str
+
+
+def _pricing(component: Component) -> _Pricing | None:
+    """The price of a hosted API planner's model (its ``prices``, else the reference table);
+    None for a component that calls no paid API (its API cost is 0)."""
+    model = component.params.get("model") if isinstance(component.params, Mapping) else None
+    api = bool(getattr(component, "api_key_required", False))  # a local vLLM server needs none
+    if not api or not callable(getattr(component, "build_request", None)) or not model:
+        return None
+    table = parse_price_table(component.params.get("prices"))
+    if model in table:
+        return _Pricing(table[model], f"{component.kind}.prices")
+    reference = reference_price(str(model))
+    if reference is not None:
+        return _Pricing(*reference)
+    return _Pricing(None, f"no price for model {model}: set {component.kind}.prices")
+
+
+def _estimate(
+    component: Component, inputs: dict[str, Any], pricing: _Pricing, settings: PlanSettings
+) -> dict[str, Any]:
+    try:
+        request = component.build_request(inputs)  # type: ignore[attr-defined]
+    except ValueError:  # the run records this call as failed before sending anything
+        return {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    tokens_in = (
+        count_tokens(request.system) + count_tokens(request.text) + image_tokens(request.image.data)
+    )
+    tokens_out = (
+        settings.output_tokens
+        if settings.output_tokens is not None
+        else int(component.params.get("max_tokens") or 0)
+    )
+    estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+    if pricing.price is not None:
+        estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
+    return estimate
+
+
+# -- one job ----------------------------------------------------------------------------
+def _symbolic(upstream_key: str) -> dict[str, Any]:
+    """Plan fields of an upstream call still to make: values that name the call and the field,
+    so an expert's key is the same in every system that shares the call."""
+    return {name: {"__upstream_call__": upstream_key, "field": name} for name in PLAN_PATHS}
+
+
+def plan_job(
+    *,
+    examples: list[StoryExample],
+    components: dict[str, Component],
+    store: Store,
+    retry_failures: bool | str = "errors",
+    settings: PlanSettings | None = None,
+) -> dict[str, Any]:
+    """The keys one job would look up, per component in stage order: ``pending`` (no usable
+    record: a call to make) and ``cached``; and per pending planner call, its token and cost
+    estimate."""
+    mode = retry_mode(retry_failures)
+    settings = settings or PlanSettings()
+    media = MediaHasher()
+    oracle = any(c.oracle for c in components.values())
+    pools = {ex.index: example_inputs(ex, media, oracle=oracle) for ex in examples}
+    group = source_group(components)
+    source = components[group]
+    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
+    needed = tuple(
+        dict.fromkeys(
+            PLAN_PATHS[r]
+            for c in experts.values()
+            for r in c.reads
+            if r in PLAN_PATHS and r != "narration"
+        )
+    )
+
+    def derived_failure(record: CallRecord) -> bool:  # as run_job's
+        if group == "planner":
+            return isinstance(_planner_text(_plan_outcome(record, ComponentStats())), Failure)
+        outcome, ex_text, ex_native = _backbone_outcome(record, source, needed)
+        return (
+            isinstance(ex_text, Failure)
+            or any(isinstance(v, Failure) for v in ex_native.values())
+            or outcome.failure is not None
+            or bool(outcome.problems)
+        )
+
+    out: dict[str, Any] = {}
+
+    def stage(
+        component: Component,
+        items: Iterable[tuple[int, dict[str, Any]]],
+        derived: Any = None,
+    ) -> dict[int, tuple[str, CallRecord | None]]:
+        pricing = _pricing(component)
+        entry = out.setdefault(
+            component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
+        )
+        seconds, seconds_source = settings.seconds_per_call(component.key())
+        entry.update(
+            seconds_per_call=seconds,
+            seconds_source=seconds_source,
+            price_source=pricing.source if pricing else None,
+        )
+        results: dict[int, tuple[str, CallRecord | None]] = {}
+        seen: dict[str, CallRecord | None] = {}
+        for index, inputs in items:
+            key = item_key(component, inputs)
+            if key not in seen:
+                record = store.get(key)
+                usable = record is not None and not needs_recompute(record, mode, derived)
+                seen[key] = record if usable else None
+                if usable:
+                    entry["cached"].append(key)
+                else:
+                    entry["pending"].append(key)
+                    if pricing is not None:
+                        entry["estimates"][key] = _estimate(component, inputs, pricing, settings)
+            results[index] = (key, seen[key])
+        return results
+
+    first = stage(
+        source,
+        [(ex.index, project(source, pools[ex.index])) for ex in examples],
+        derived_failure,
+    )
+    out[source.key()]["group"] = group
+    plans: dict[int, Any] = {}
+    text: dict[int, str | Failure] = {}
+    for ex in examples:
+        key, record = first[ex.index]
+        if record is None:  # still to compute: assume it succeeds
+            plans[ex.index] = PlanOutcome(None, None, None, key=key, fields=_symbolic(key))
+            text[ex.index] = "(planned)"
+        elif group == "planner":
+            plans[ex.index] = _plan_outcome(record, ComponentStats())
+            text[ex.index] = _planner_text(plans[ex.index])
+        else:
+            plans[ex.index], text[ex.index], _ = _backbone_outcome(record, source, needed)
+    for group_name in ("image", "tts"):
+        if group_name not in components:
+            continue
+        component = components[group_name]
+        items = []
+        for ex in examples:
+            pool = dict(pools[ex.index])
+            pool.update(plans[ex.index].fields)
+            if _blocked(component, pool, plans[ex.index], text[ex.index]) is None:
+                items.append((ex.index, project(component, pool)))
+        stage(component, items)
+        out[component.key()]["group"] = group_name
+    unavailable = [f"{c.kind}={c.name}: {exc}" for c, exc in preflight(components.values())]
+    return {"components": out, "cannot_run_here": unavailable}
+
+
+# -- the sweep -----------------------------------------------------------------------------
+def merge_plans(jobs: list[dict[str, Any]], settings: PlanSettings | None = None) -> dict[str, Any]:
+    """The sweep's plan from its jobs' (each with ``job``, its number in the sweep, and
+    ``system_id``): distinct keys per component, loads in sweep order, estimates, totals."""
+    settings = settings or PlanSettings()
+    pending: dict[str, set[str]] = {}
+    cached: dict[str, set[str]] = {}
+    loads: dict[str, int] = {}
+    estimates: dict[str, dict[str, dict[str, Any]]] = {}
+    info: dict[str, dict[str, Any]] = {}
+    cannot_run: list[str] = []
+    for job in sorted(jobs, key=lambda j: (j.get("job", 0), j.get("system_id", ""))):
+        for problem in job.get("cannot_run_here", []):
+            line = f"{job.get('system_id')}: {problem}"
+            if line not in cannot_run:
+                cannot_run.append(line)
+        for key, entry in job["components"].items():
+            mine = set(entry["pending"])
+            claimed = pending.setdefault(key, set())
+            loads.setdefault(key, 0)
+            if mine - claimed:
+                loads[key] += 1
+            claimed |= mine
+            cached.setdefault(key, set()).update(entry["cached"])
+            estimates.setdefault(key, {}).update(entry.get("estimates") or {})
+            info.setdefault(key, entry)
+    components: dict[str, dict[str, Any]] = {}
+    for key in sorted(pending):
+        calls = len(pending[key])
+        entry = info[key]
+        row: dict[str, Any] = {
+            "calls": calls,
+            "cached": len(cached[key] - pending[key]),
+            "loads": loads[key],
+            "est_cost_usd": None,
+            "est_gpu_hours": None,
+        }
+        per_key = [estimates[key][k] for k in pending[key] if k in estimates[key]]
+        if entry.get("price_source") is None:
+            row["est_cost_usd"] = 0.0  # no hosted API: no per-call price
+        else:
+            if len(per_key) == calls:
+                row["est_input_tokens"] = sum(int(e["input_tokens"]) for e in per_key)
+                row["est_output_tokens"] = sum(int(e["output_tokens"]) for e in per_key)
+                if all("cost_usd" in e for e in per_key):
+                    row["est_cost_usd"] = round(sum(float(e["cost_usd"]) for e in per_key), 6)
+            row["price_source"] = entry["price_source"]
+        seconds = entry.get("seconds_per_call")
+        if seconds is not None:
+            row["est_gpu_hours"] = round(calls * float(seconds) / 3600, 6)
+        elif calls == 0:
+            row["est_gpu_hours"] = 0.0
+        row["throughput_source"] = entry.get("seconds_source")
+        components[key] = row
+    cost = [r["est_cost_usd"] for r in components.values()]
+    hours = [r["est_gpu_hours"] for r in components.values()]
+    total_hours = round(sum(h for h in hours if h is not None), 6)
+    total: dict[str, Any] = {
+        "calls": sum(r["calls"] for r in components.values()),
+        "cached": sum(r["cached"] for r in components.values()),
+        "loads": sum(r["loads"] for r in components.values()),
+        "est_cost_usd": round(sum(c for c in cost if c is not None), 6),
+        "est_gpu_hours": total_hours,
+        "est_wall_hours": round(total_hours / settings.gpus, 6),
+        # components whose estimate is unknown: the totals above leave them out
+        "unpriced": sorted(k for k, r in components.items() if r["est_cost_usd"] is None),
+        "gpu_hours_unknown": sorted(k for k, r in components.items() if r["est_gpu_hours"] is None),
+    }
+    notes: list[str] = list(FOOTNOTES)
+    if any("price_source" in r for r in components.values()):
+        notes.append(
+            "est_cost_usd: input tokens counted on the prompts the planner would send (text:"
+            f" {'tiktoken o200k_base' if _has_tiktoken() else 'characters / 4'}; image: width x"
+            " height / 750, Anthropic's published estimate, an assumption for other APIs);"
+            " output tokens: "
+            + (
+                f"engine.plan.output_tokens={settings.output_tokens} (assumed)"
+                if settings.output_tokens is not None
+                else "the planner's max_tokens, an upper bound"
+            )
+            + "."
+        )
+    notes.append(
+        f"est_wall_hours: GPU-hours / engine.plan.gpus={settings.gpus} ({settings.gpu}), ideal"
+        " packing; model loads and API latency are not included."
+    )
+    return {
+        "components": components,
+        "total": total,
+        "jobs": len(jobs),
+        "devices": {"gpu": settings.gpu, "gpus": settings.gpus},
+        "cannot_run_here": cannot_run,
+        "notes": notes,
+    }
+
+
+def _has_tiktoken() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tiktoken") is not None
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}"
+
+
+def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
+    """The plan as a rich table (returned as text, also what the console shows)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{title}: {plan['jobs']} job(s), nothing called", show_footer=True)
+    total = plan["total"]
+    columns = (
+        ("component", "total", "left"),
+        ("calls", _fmt(total["calls"]), "right"),
+        ("cached", _fmt(total["cached"]), "right"),
+        ("loads", _fmt(total["loads"]), "right"),
+        ("est. USD", _fmt(total["est_cost_usd"]), "right"),
+        ("est. GPU-h", _fmt(total["est_gpu_hours"], 3), "right"),
+    )
+    for name, footer, justify in columns:
+        table.add_column(name, footer=footer, justify=justify)  # type: ignore[arg-type]
+    for key, row in plan["components"].items():
+        table.add_row(
+            key,
+            _fmt(row["calls"]),
+            _fmt(row["cached"]),
+            _fmt(row["loads"]),
+            _fmt(row["est_cost_usd"]),
+            _fmt(row["est_gpu_hours"], 3),
+        )
+    import io
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=110, force_terminal=False, color_system=None)
+    if True:
+        console.print(table)
+        console.print(
+            f"wall time on {plan['devices']['gpus']} x {plan['devices']['gpu']}:"
+            f" {_fmt(total['est_wall_hours'], 3)} h (GPU components with a known throughput)"
+        )
+        if total["unpriced"]:
+            console.print(f"? no price: {', '.join(total['unpriced'])} (not in the USD total)")
+        if total["gpu_hours_unknown"]:
+            console.print(
+                f"? no throughput: {', '.join(total['gpu_hours_unknown'])} (not in the GPU-h"
+                " total; engine.plan.throughput.<kind>.<name>=SECONDS_PER_CALL)"
+            )
+        for line in plan.get("cannot_run_here", []):
+            console.print(f"! cannot run here: {line}")
+        for note in plan["notes"]:
+            console.print(f"* {note}")
+    return buffer.getvalue()
+
+
+def write_plan(directory: Path, plan: Mapping[str, Any]) -> Path:
+    from omnistory_core.engine.store import atomic_write_bytes
+
+    path = directory / PLAN_FILE
+    atomic_write_bytes(path, (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
+    return path
+
+
+def read_job_plans(sweep_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text("utf-8")) for p in sorted(sweep_dir.glob(f"*/{JOB_FILE}"))]
+
+
+def clear_job_plans(sweep_dir: Path) -> None:
+    """Before a sweep's dry run: earlier jobs' files are not this sweep's."""
+    for path in sweep_dir.glob(f"*/{JOB_FILE}"):
+        path.unlink(missing_ok=True)
