@@ -32,7 +32,10 @@ def component_checkpoints(kind: str, cls: type, params: dict[str, Any]) -> list[
         from omnistory_core.evaluation.judges import REPAIR_SPEC
 
         repair = params["repair"] if isinstance(params["repair"], dict) else {}
-        checkpoint = str(repair.get("model") or REPAIR_SPEC.checkpoint)
+        # RepairModel loads ``checkpoint``; with the openai backend a server holds the model
+        # (``model`` is its served name) and nothing is downloaded here
+        served = str(repair.get("backend", "vllm")) == "openai"
+        checkpoint = "" if served else str(repair.get("checkpoint") or REPAIR_SPEC.checkpoint)
         if checkpoint and checkpoint not in out and not Path(checkpoint).exists():
             out.append(checkpoint)
     return out

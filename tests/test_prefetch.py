@@ -55,9 +55,12 @@ def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Pa
 
     local = tmp_path / "weights"
     local.mkdir()
-    repair = {"repair": {"model": "org/repair"}}
+    repair = {"repair": {"checkpoint": "org/repair"}}
     assert hub.load_checkpoints(Judge, repair) == ["org/judge"]
     assert prefetch.component_checkpoints("judge", Judge, repair) == ["org/judge", "org/repair"]
+    # the key RepairModel loads from, not the served name an openai-backend repairer talks to
+    served = {"repair": {"backend": "openai", "model": "served-name", "checkpoint": "org/x"}}
+    assert prefetch.component_checkpoints("judge", Judge, served) == ["org/judge"]
     assert prefetch.component_checkpoints("judge", Judge, {"repair": True}) == [
         "org/judge",
         REPAIR_SPEC.checkpoint,
