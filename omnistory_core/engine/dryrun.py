@@ -381,12 +381,10 @@ def merge_plans(jobs: list[dict[str, Any]], settings: PlanSettings | None = None
     loads: dict[str, int] = {}
     estimates: dict[str, dict[str, dict[str, Any]]] = {}
     info: dict[str, dict[str, Any]] = {}
-    cannot_run: list[str] = []
+    cannot_run: dict[str, list[str]] = {}  # problem -> systems it stops
     for job in sorted(jobs, key=lambda j: (j.get("job", 0), j.get("system_id", ""))):
         for problem in job.get("cannot_run_here", []):
-            line = f"{job.get('system_id')}: {problem}"
-            if line not in cannot_run:
-                cannot_run.append(line)
+            cannot_run.setdefault(problem, []).append(str(job.get("system_id")))
         for key, entry in job["components"].items():
             mine = set(entry["pending"])
             claimed = pending.setdefault(key, set())
@@ -462,7 +460,7 @@ def merge_plans(jobs: list[dict[str, Any]], settings: PlanSettings | None = None
         "total": total,
         "jobs": len(jobs),
         "devices": {"gpu": settings.gpu, "gpus": settings.gpus},
-        "cannot_run_here": cannot_run,
+        "cannot_run_here": [{"problem": p, "systems": v} for p, v in cannot_run.items()],
         "notes": notes,
     }
 
@@ -493,8 +491,12 @@ def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
         ("calls", _fmt(total["calls"]), "right"),
         ("cached", _fmt(total["cached"]), "right"),
         ("loads", _fmt(total["loads"]), "right"),
-        ("est. USD", _fmt(total["est_cost_usd"]), "right"),
-        ("est. GPU-h", _fmt(total["est_gpu_hours"], 3), "right"),
+        ("est. USD", _fmt(total["est_cost_usd"]) + (" + ?" if total["unpriced"] else ""), "right"),
+        (
+            "est. GPU-h",
+            _fmt(total["est_gpu_hours"], 3) + (" + ?" if total["gpu_hours_unknown"] else ""),
+            "right",
+        ),
     )
     for name, footer, justify in columns:
         table.add_column(name, footer=footer, justify=justify)  # type: ignore[arg-type]
@@ -524,10 +526,15 @@ def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
                 f"? no throughput: {', '.join(total['gpu_hours_unknown'])} (not in the GPU-h"
                 " total; engine.plan.throughput.<kind>.<name>=SECONDS_PER_CALL)"
             )
-        for line in plan.get("cannot_run_here", []):
-            console.print(f"! cannot run here: {line}")
+        for entry in plan.get("cannot_run_here", []):
+            systems = entry["systems"]
+            console.print(
+                f"! cannot run here ({len(systems)} system(s): {', '.join(systems)}):"
+                f" {entry['problem']}",
+                markup=False,
+            )
         for note in plan["notes"]:
-            console.print(f"* {note}")
+            console.print(f"* {note}", markup=False)
     return buffer.getvalue()
 
 
