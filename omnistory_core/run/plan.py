@@ -107,11 +107,22 @@ def evaluation_note(cfg: DictConfig) -> list[str]:
 def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
     """End of a dry-run sweep: merge the jobs' keys, write ``sweep_plan.json``, print the table.
     Returns 1 when a job failed (its ``job_error.json``), else 0."""
-    from omnistory_core.engine.dryrun import merge_plans, read_job_plans, render_plan, write_plan
+    from omnistory_core.engine.dryrun import (
+        PlanSettings,
+        merge_plans,
+        read_job_plans,
+        render_plan,
+        write_plan,
+    )
+    from omnistory_core.engine.job import ConfigError
 
-    plan = merge_plans(read_job_plans(sweep_dir), plan_settings(config))
-    plan["notes"] += evaluation_note(config)
     failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
+    try:
+        settings = plan_settings(config)
+    except ConfigError:  # every job said so in its job_error.json
+        settings = PlanSettings()
+    plan = merge_plans(read_job_plans(sweep_dir), settings)
+    plan["notes"] += evaluation_note(config)
     plan["failed_jobs"] = failed
     path = write_plan(sweep_dir, plan)
     print(render_plan(plan, title=f"dry run of sweep {sweep_dir.name}"), flush=True)
