@@ -170,3 +170,12 @@ def test_paper_suite_plan_counts_the_shared_calls(tmp_path) -> None:
 def test_bad_plan_settings_name_the_key(node: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         PlanSettings.from_config(node)
+
+
+def test_gpu_use_comes_from_the_component_or_the_throughput_settings() -> None:
+    settings = PlanSettings.from_config({"gpu": "A100", "throughput": {"image": {"dev": 20}}})
+    assert settings.seconds_per_call("tts/espeak") == (0.0, "uses no GPU")
+    assert settings.seconds_per_call("image/mine", uses_gpu=False) == (0.0, "uses no GPU")
+    assert settings.seconds_per_call("image/dev") == (20.0, "engine.plan.throughput.image.dev")
+    seconds, why = settings.seconds_per_call("tts/parler")
+    assert seconds is None and "A100" in why and "engine.plan.throughput.tts.parler" in why

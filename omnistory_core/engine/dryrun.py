@@ -73,7 +73,8 @@ JOB_FILE = "dry_run.json"
 #: per sweep (or single run): the merged plan
 PLAN_FILE = "sweep_plan.json"
 
-#: components that use no GPU (CPU stand-ins and hosted APIs): 0 GPU-hours
+#: components that use no GPU (CPU stand-ins and hosted APIs): 0 GPU-hours.  A plugin's component
+#: says so itself with a class attribute ``uses_gpu = False``.
 NO_GPU: frozenset[str] = frozenset(
     {
         "planner/template",
@@ -178,9 +179,10 @@ class PlanSettings:
             )
         return cls(str(node.get("gpu") or "H100"), gpus, throughput, output_tokens)
 
-    def seconds_per_call(self, key: str) -> tuple[float | None, str]:
-        """Seconds of one GPU per call of component ``key`` and where the number comes from."""
-        if key in NO_GPU:
+    def seconds_per_call(self, key: str, uses_gpu: bool | None = None) -> tuple[float | None, str]:
+        """Seconds of one GPU per call of component ``key`` and where the number comes from
+        (``uses_gpu``: the component class's ``uses_gpu`` attribute, if it declares one)."""
+        if uses_gpu is False or (uses_gpu is None and key in NO_GPU):
             return 0.0, "uses no GPU"
         kind, _, name = key.partition("/")
         if name in self.throughput.get(kind, {}):
@@ -314,7 +316,9 @@ def plan_job(
         entry = out.setdefault(
             component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
         )
-        seconds, seconds_source = settings.seconds_per_call(component.key())
+        seconds, seconds_source = settings.seconds_per_call(
+            component.key(), getattr(component, "uses_gpu", None)
+        )
         entry.update(
             seconds_per_call=seconds,
             seconds_source=seconds_source,
