@@ -1,7 +1,8 @@
 """``python -m omnistory_core judges ...``: audit the judges.
 
 judges list
-    the judges, their track, panel, checkpoint, backend and paper settings
+    the judges, their track, panel, checkpoint, backend and paper settings (each judge's
+    parameters: ``plugins --params judge=<id>``)
 judges show-prompt --judge ID [--example-id ID | --index N] [--system-dir DIR]
                    [--dataset demo|omnistorybench] [--dataset-root DIR] [--json]
     the exact messages judge ID receives for one example.  Candidates come from DIR: a job
@@ -72,8 +73,13 @@ def list_judges() -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+    return (
+        f"{table}\n\nparameters (backend, endpoint, decoding, engine; type, default, doc): "
+        "python -m omnistory_core plugins --params judge=<id>\n"
+        "set one for a run: evaluate RUN --judges <id> --set judge.<id>.<key>=<value>"
     )
 
 

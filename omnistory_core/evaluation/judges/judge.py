@@ -17,10 +17,16 @@ validates every answer with :func:`.parsing.parse_judge_response`.  Each item yi
 ``detail`` keeps, for audit: judge id, checkpoint, track, backend, raw response, finish reason,
 usage, parse method and failure, rationales, repair status.
 
-Parameters (config keys): ``backend`` (``vllm`` / ``openai`` / ``transformers``; default: the
-paper's), the backend's own options (see each backend module), and output-changing overrides of
-the paper's settings: ``checkpoint``, ``max_new_tokens``, ``seed``, ``temperature``, ``top_p``,
-``repetition_penalty``.
+Parameters: declared once in :data:`JUDGE_PARAMETERS` (type, default, one-line doc), with each
+judge's own defaults from its :class:`.specs.JudgeSpec` (backend, seed, answer length), and checked
+when the judge is built: ``--set judge.<id>.tmperature=0`` is refused in one line naming the judge,
+the key and the known keys (exit 2) before anything is scored; ``python -m omnistory_core plugins
+--params judge=<id>`` lists them.  Output-changing ones (``checkpoint``, ``max_new_tokens``,
+``seed``, ``temperature``, ``top_p``, ``repetition_penalty``, ``max_model_len``; a hosted judge's
+``model``) key the cached results; the backend settings (endpoint, key, concurrency, timeouts,
+retries, engine memory, swap space, device, repair model) do not.  A judge needs no yaml: the
+twelve paper judges and the hosted alternatives are presets in code (backend + checkpoint + prompt
+framing, :mod:`.specs`), and ``conf/judge/`` keeps only the panels.
 """
 
 from __future__ import annotations
@@ -37,36 +43,202 @@ from omnistory_core.evaluation.judges.rubric import criteria_for
 from omnistory_core.evaluation.judges.specs import (
     HOSTED_SPECS,
     JUDGE_SPECS,
+    PAPER_SWAP_SPACE_GIB,
     REPAIR_SPEC,
     JudgeSpec,
 )
 from omnistory_core.evaluation.outcomes import REQUEST_REJECTED
+from omnistory_core.params import Param, ParamError, label, with_defaults
 
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
 
-RUNTIME_PARAMS = (
-    "backend",
-    "base_url",
-    "model",
-    "api_key_env",
-    "concurrency",
-    "timeout",
-    "max_retries",
-    "max_retry_wait",
-    "media",
-    "max_tokens_field",
-    "vllm_extras",
-    "gpu_memory_utilization",
-    "tensor_parallel_size",
-    "max_num_seqs",
-    "swap_space",
-    "engine_kwargs",
-    "device",
-    "dtype",
-    "model_class",
-    "trust_remote_code",
-    "repair",
+#: the stage-end JSON repair model's options by default (App. E.3.1: on, vLLM, the paper's model)
+REPAIR_DEFAULT: dict[str, Any] = {
+    "backend": "vllm",
+    "base_url": None,
+    "model": None,
+    "api_key_env": None,
+    "concurrency": None,
+}
+
+#: every judge's parameters; a judge class gets its spec's backend, seed and max_new_tokens as
+#: defaults.  Output-changing ones are keyed only when set (``key_at_default=False``), so the keys
+#: of results stored before the declaration stay valid.
+JUDGE_PARAMETERS: tuple[Param, ...] = (
+    Param(
+        "backend",
+        str,
+        "vllm",
+        "vllm (offline engine) | openai (any OpenAI-compatible server) | transformers",
+        runtime=True,
+        choices=("vllm", "openai", "transformers"),
+    ),
+    Param(
+        "checkpoint",
+        (str, None),
+        None,
+        "hub id or local directory of the weights (null: the paper's checkpoint)",
+        key_at_default=False,
+    ),
+    Param("seed", int, 0, "decoding seed (the paper: 0; 1234 for the omni judges)"),
+    Param("max_new_tokens", int, 1024, "answer length limit (Table 6)", ge=1),
+    Param(
+        "temperature",
+        (float, None),
+        None,
+        "sampling temperature (null: the paper's 0, greedy)",
+        ge=0,
+        key_at_default=False,
+    ),
+    Param("top_p", (float, None), None, "null: the paper's 1", gt=0, le=1, key_at_default=False),
+    Param(
+        "repetition_penalty",
+        (float, None),
+        None,
+        "null: the paper's 1 (none)",
+        gt=0,
+        key_at_default=False,
+    ),
+    Param(
+        "max_model_len",
+        (int, None),
+        None,
+        "vllm: context limit in tokens (null: Table 6's)",
+        ge=1,
+        key_at_default=False,
+    ),
+    # -- openai backend --
+    Param(
+        "base_url",
+        (str, None),
+        None,
+        "openai: server address, e.g. http://127.0.0.1:8000/v1",
+        runtime=True,
+    ),
+    Param(
+        "model",
+        (str, None),
+        None,
+        "openai: served model name (null: the checkpoint id)",
+        runtime=True,
+    ),
+    Param(
+        "api_key_env",
+        (str, None),
+        None,
+        "openai: environment variable holding the API key (null: none, the placeholder EMPTY)",
+        runtime=True,
+    ),
+    Param(
+        "concurrency",
+        (int, None),
+        None,
+        "openai: requests in flight at most (null: the paper's max_num_seqs)",
+        runtime=True,
+        ge=1,
+    ),
+    Param("timeout", float, 600, "openai: seconds per request", runtime=True, gt=0),
+    Param("max_retries", int, 5, "openai: retries of a failed request", runtime=True, ge=0),
+    Param(
+        "max_retry_wait",
+        float,
+        120.0,
+        "openai: longest wait before one retry, s (Retry-After is capped at it)",
+        runtime=True,
+        gt=0,
+    ),
+    Param(
+        "media",
+        str,
+        "data_url",
+        "openai: data_url (inline base64) | file_url (file:// paths, for a server started with"
+        " --allowed-local-media-path)",
+        runtime=True,
+        choices=("data_url", "file_url"),
+    ),
+    Param(
+        "max_tokens_field",
+        str,
+        "max_tokens",
+        "openai: the request field of the answer length",
+        runtime=True,
+        choices=("max_tokens", "max_completion_tokens"),
+    ),
+    Param(
+        "vllm_extras",
+        bool,
+        True,
+        "openai: send vLLM's non-OpenAI fields (repetition penalty, chat-template switches, stop"
+        " tokens); false for hosted APIs",
+        runtime=True,
+    ),
+    # -- vllm backend --
+    Param(
+        "gpu_memory_utilization",
+        (float, None),
+        None,
+        "vllm: share of GPU memory (null: the paper's, 0.9; 0.95 for omni)",
+        runtime=True,
+        gt=0,
+        le=1,
+    ),
+    Param("tensor_parallel_size", int, 1, "vllm: GPUs per model", runtime=True, ge=1),
+    Param(
+        "max_num_seqs",
+        (int, None),
+        None,
+        "vllm: sequences per engine step (null: the paper's)",
+        runtime=True,
+        ge=1,
+    ),
+    Param(
+        "swap_space",
+        (float, None),
+        PAPER_SWAP_SPACE_GIB,
+        "vllm: GiB of CPU swap (the paper's 8; null: the engine's default)",
+        runtime=True,
+        ge=0,
+    ),
+    Param("engine_kwargs", dict, {}, "vllm: extra vllm.LLM arguments", runtime=True),
+    # -- transformers backend --
+    Param(
+        "device", (str, None), None, "transformers: cuda | cpu (null: cuda if any)", runtime=True
+    ),
+    Param(
+        "dtype",
+        (str, None),
+        None,
+        "transformers: torch dtype (null: bfloat16 on GPU, float32 on CPU)",
+        runtime=True,
+    ),
+    Param(
+        "model_class",
+        str,
+        "AutoModelForSeq2SeqLM",
+        "transformers: the auto class that loads the checkpoint",
+        runtime=True,
+    ),
+    Param(
+        "trust_remote_code",
+        bool,
+        False,
+        "transformers: run the checkpoint's own code",
+        runtime=True,
+    ),
+    # -- stage end --
+    Param(
+        "repair",
+        (dict, bool),
+        REPAIR_DEFAULT,
+        "JSON repair model options (backend, base_url, model, ... as above), or false to skip",
+        runtime=True,
+    ),
+)
+#: what the repair model accepts (the backend settings, not the judge's decoding)
+REPAIR_KEYS = frozenset(
+    {p.name for p in JUDGE_PARAMETERS}
+    - {"repair", "seed", "max_new_tokens", "temperature", "top_p", "repetition_penalty"}
 )
 
 
@@ -118,16 +290,43 @@ def result_from_generation(
     return EvalResult(scores=dict.fromkeys(keys), status="invalid", detail=detail)
 
 
+def spec_parameters(spec: JudgeSpec) -> tuple[Param, ...]:
+    """:data:`JUDGE_PARAMETERS` with ``spec``'s defaults; a hosted judge's ``model`` (which model
+    answers) keys its results once set."""
+    params = with_defaults(
+        JUDGE_PARAMETERS,
+        backend=spec.backend,
+        seed=spec.seed,
+        max_new_tokens=spec.max_new_tokens,
+        vllm_extras=spec.vllm_extras,
+        trust_remote_code=spec.trust_remote_code,
+    )
+    if spec.checkpoint:
+        return params
+    hosted = (
+        Param(
+            "model",
+            (str, None),
+            None,
+            "the hosted model that answers, e.g. gpt-5.4 (part of the result key)",
+            key_at_default=False,
+        ),
+    )
+    return with_defaults(params, *hosted, api_key_env="OPENAI_API_KEY")
+
+
 class PaperJudge(Judge):
     """Base of the judge components; a subclass only names its :class:`JudgeSpec`."""
 
     spec: ClassVar[JudgeSpec]
     version = JUDGE_PROTOCOL_VERSION
-    runtime_params = RUNTIME_PARAMS
+    parameters = JUDGE_PARAMETERS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
         spec = cls.__dict__.get("spec")
+        if spec is not None and "parameters" not in cls.__dict__:
+            cls.parameters = spec_parameters(spec)
+        super().__init_subclass__(**kwargs)
         if spec is None:
             return
         cls.name = spec.id
@@ -139,6 +338,16 @@ class PaperJudge(Judge):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
+        repair = self.params["repair"]
+        if repair is True:
+            self.params["repair"] = dict(REPAIR_DEFAULT)
+        elif isinstance(repair, dict):
+            unknown = sorted(str(k) for k in repair if k not in REPAIR_KEYS)
+            if unknown:
+                raise ParamError(
+                    f"{label(type(self))}: unknown repair parameter(s) {', '.join(unknown)};"
+                    f" known: {', '.join(sorted(REPAIR_KEYS))}"
+                )
         self._backend: Backend | None = None
         self._repair_problem: str | None = None
 

@@ -1,8 +1,11 @@
 """The judge checkpoints, their framing and their paper settings (Table 6, App. E.3.1, E.4, F.6).
 
-One :class:`JudgeSpec` per judge of the paper plus the JSON-repair model.  These are the defaults;
-``conf/judge/<id>.yaml`` mirrors them and a run may override the runtime ones (backend, endpoint,
-concurrency).
+One :class:`JudgeSpec` per judge of the paper plus the JSON-repair model: a judge is a preset of
+backend, checkpoint and prompt framing, so its identity lives here, in code next to the framing it
+selects.  Each judge component declares its parameters from its spec
+(:data:`omnistory_core.evaluation.judges.judge.JUDGE_PARAMETERS` with the spec's backend, seed and
+answer length as defaults); no yaml repeats them, and ``--set judge.<id>.<key>=value`` overrides
+one for a run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ KIMI_AUDIO = "kimi_audio"
 TEMPERATURE = 0.0
 TOP_P = 1.0
 REPETITION_PENALTY = 1.0
+#: App. E.3.1: "The reported vLLM runs use bfloat16 weights, tensor parallel size 1, and 8 GiB of
+#: swap space." (the repair model too, App. E.3.3)
+PAPER_SWAP_SPACE_GIB = 8.0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""conf/judge: one yaml per judge agreeing with the specs, the panels of App. F.6, all twelve."""
+"""Judge configs: each judge's node generated from its spec (no yaml), the panels of App. F.6
+(conf/judge), all twelve."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import yaml
 
 from omnistory_core import hookspecs
 from omnistory_core.components import EVALUATION_INPUTS, Judge
+from omnistory_core.evaluation.evaluators import build_evaluators, evaluator_config
 from omnistory_core.evaluation.judges import (
     CRITERIA,
     HOSTED_JUDGES,
@@ -84,14 +86,16 @@ def test_panels_follow_appendix_f6():
 
 
 @pytest.mark.parametrize("judge_id", [*JUDGE_SPECS, *HOSTED_SPECS])
-def test_each_judge_yaml_agrees_with_its_spec(judge_id):
+def test_each_judge_config_is_generated_from_its_spec(judge_id):
     spec = JUDGE_SPECS.get(judge_id) or HOSTED_SPECS[judge_id]
-    cfg = load(judge_id)
+    assert not (CONF / f"{judge_id}.yaml").exists()  # the declaration is the only source
+    cfg = evaluator_config("judge", judge_id, [])
     assert cfg["name"] == judge_id
     assert cfg["backend"] == spec.backend
     assert cfg["seed"] == spec.seed  # explicit: the engine would otherwise inject the run seed
     assert cfg["max_new_tokens"] == spec.max_new_tokens
-    assert cfg["batch_size"] == spec.batch_size
+    assert cfg["swap_space"] == 8.0  # App. E.3.1, for every vLLM judge
+    assert cfg["api_key_env"] == (None if spec.checkpoint else "OPENAI_API_KEY")
     assert cfg["repair"] == {
         "backend": "vllm",
         "base_url": None,
@@ -99,6 +103,9 @@ def test_each_judge_yaml_agrees_with_its_spec(judge_id):
         "api_key_env": None,
         "concurrency": None,
     }
+    [judge] = build_evaluators([], [judge_id], [])
+    assert judge.batch_size == spec.batch_size
+    assert judge.params["vllm_extras"] is spec.vllm_extras
 
 
 def test_judge_classes_declare_the_contract():
@@ -114,13 +121,13 @@ def test_judge_classes_declare_the_contract():
 def test_runtime_params_stay_out_of_the_cache_key():
     cls = PAPER_JUDGES[0]
     a = cls(backend="openai", base_url="http://a/v1", concurrency=4, repair={"backend": "vllm"})
-    b = cls(backend="vllm", gpu_memory_utilization=0.8)
-    assert a.output_params() == b.output_params() == {}
-    assert cls(seed=5).output_params() == {"seed": 5}
+    b = cls(backend="vllm", gpu_memory_utilization=0.8, swap_space=None, timeout=5)
+    assert a.output_params() == b.output_params() == {"max_new_tokens": 1024, "seed": 0}
+    assert cls(seed=5).output_params() == {"max_new_tokens": 1024, "seed": 5}
 
 
-def test_yaml_seed_reaches_the_decoding():
-    cfg = load("omni-gemma4-12b")
+def test_the_config_seed_reaches_the_decoding():
+    cfg = evaluator_config("judge", "omni-gemma4-12b", [])
     params = {k: v for k, v in cfg.items() if k != "name"}
     assert Decoding.from_spec(JUDGE_SPECS["omni-gemma4-12b"], params).seed == 1234
 
@@ -164,7 +171,7 @@ def test_vllm_engine_arguments_follow_the_paper():
 
 
 def test_hydra_composes_a_judge_config():
-    """Judge yamls are composed on their own (``judge/<id>``); overrides apply at their root."""
+    """A judge's node is composed on its own (``judge/<id>``), generated from its declaration."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -174,7 +181,7 @@ def test_hydra_composes_a_judge_config():
         with initialize_config_module(config_module="omnistory_core.conf", version_base="1.3"):
             cfg = compose(
                 config_name="judge/omni-qwen3-omni-30b",
-                overrides=["backend=openai", "base_url=http://127.0.0.1:8000/v1"],
+                overrides=["judge.backend=openai", "judge.base_url=http://127.0.0.1:8000/v1"],
             )
     finally:
         GlobalHydra.instance().clear()

@@ -4,14 +4,22 @@ The keys below were computed before the judges declared their parameters, throug
 ``evaluate`` takes (the judge's config plus ``--set`` overrides, built by ``build_evaluators``):
 runtime settings (backend, endpoint, concurrency, timeouts, retries, engine memory, swap space)
 stay out of the key, output-changing ones (seed, max_new_tokens, checkpoint, temperature,
-max_model_len) go in, and stores written before keep their results."""
+max_model_len) go in, and stores written before keep their results.
+
+The judges declare their parameters: a mistyped key, a wrong type or a refused value given to
+``evaluate --set judge.<id>.<key>=...`` stops the command in one line before anything is scored."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from omnistory_core.engine.stage import item_key
 from omnistory_core.evaluation.evaluators import build_evaluators
+from omnistory_core.evaluation.judges import HOSTED_JUDGES, PAPER_JUDGES
+from omnistory_core.params import ParamError
+from omnistory_core.testing import run_cli
 
 INPUTS = {"candidate_text": "The fox ran home.", "reference_text": "The fox went home."}
 Q = "judge.text-qwen3-30b-a3b."
@@ -70,3 +78,92 @@ PINNED = [
 def test_judge_result_keys_are_pinned(judge, overrides, expected):
     [component] = build_evaluators([], [judge], overrides)
     assert item_key(component, INPUTS) == expected
+
+
+def test_every_judge_declares_its_parameters_and_keys_only_output_settings():
+    for cls in (*PAPER_JUDGES, *HOSTED_JUDGES):
+        assert cls.parameters is not None
+        runtime = set(cls.runtime_params)
+        assert {"backend", "base_url", "concurrency", "timeout", "max_retries"} <= runtime
+        assert {"swap_space", "gpu_memory_utilization", "device", "repair"} <= runtime
+        assert not {"seed", "max_new_tokens", "checkpoint", "temperature"} & runtime
+        assert cls().params["swap_space"] == 8.0  # App. E.3.1, kept as the declared default
+
+
+def test_a_hosted_judges_model_keys_its_results_once_set():
+    """Which hosted model answers changes the scores; unset, the key is the pinned one."""
+    [default] = build_evaluators([], ["text-hosted"], [])
+    [gpt] = build_evaluators([], ["text-hosted"], ["judge.text-hosted.model=gpt-5.4"])
+    [other] = build_evaluators([], ["text-hosted"], ["judge.text-hosted.model=other"])
+    assert gpt.output_params() == {"max_new_tokens": 1024, "model": "gpt-5.4", "seed": 0}
+    assert len({item_key(j, INPUTS) for j in (default, gpt, other)}) == 3
+    # a paper judge's `model` is the name its checkpoint is served under: not in the key
+    [served] = build_evaluators([], ["text-qwen3-30b-a3b"], [f"{Q}model=served"])
+    assert item_key(served, INPUTS) == PINNED[0][2]
+
+
+def test_repair_options_are_checked_too():
+    with pytest.raises(ParamError, match="judge=text-qwen3-30b-a3b: unknown repair parameter"):
+        PAPER_JUDGES[0](repair={"backend": "openai", "base_ur": "http://h/v1"})
+    assert PAPER_JUDGES[0](repair=True).params["repair"]["backend"] == "vllm"
+    assert PAPER_JUDGES[0](repair=False).params["repair"] is False
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("judge-params")
+    proc = run_cli(
+        "planner=copy", "image=copy", "dataset.limit=2", "output_root=out", cwd=work, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    [run_dir] = (work / "out" / "runs" / "demo").iterdir()
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    ("judge", "setting", "message"),
+    [
+        (
+            "text-qwen3-30b-a3b",
+            "tmperature=0",
+            "judge=text-qwen3-30b-a3b: unknown parameter(s) tmperature; known: api_key_env,",
+        ),
+        ("omni-gemma4-12b", "max_new_tokens=many", "max_new_tokens must be an integer, got 'many'"),
+        ("image-qwen3-vl-32b", "backend=ollama", "backend must be one of ['vllm', 'openai',"),
+        ("text-hosted", "top_p=2", "judge=text-hosted: top_p must be <= 1, got 2"),
+        ("speech-kimi-audio-7b", "repair.modle=x", "unknown repair parameter(s) modle"),
+    ],
+)
+def test_evaluate_refuses_a_bad_judge_setting_in_one_line(tiny_run, judge, setting, message):
+    proc = run_cli(
+        "evaluate",
+        str(tiny_run),
+        "--metrics",
+        "",
+        "--judges",
+        judge,
+        "--no-progress",
+        "--set",
+        f"judge.{judge}.{setting}",
+        cwd=tiny_run,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    if setting.startswith("tmperature"):
+        assert "(did you mean tmperature -> temperature?)" in lines[0]
+    assert not (tiny_run / "scores.jsonl").exists()  # nothing scored
+    assert not (tiny_run / "evaluation_stats.json").exists()
+
+
+def test_plugins_params_lists_a_judges_parameters_with_its_own_defaults(tmp_path):
+    proc = run_cli(
+        "plugins", "--params", "--json", "judge=omni-gemma4-12b", cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["judge/omni-gemma4-12b"]}
+    assert (rows["seed"]["default"], rows["max_new_tokens"]["default"]) == (1234, 2048)
+    assert rows["swap_space"]["default"] == 8.0 and rows["swap_space"]["runtime"] is True
+    assert rows["temperature"]["runtime"] is False and rows["temperature"]["doc"]
+    assert all(r["doc"] for r in rows.values())

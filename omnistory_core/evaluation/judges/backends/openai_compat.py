@@ -1,6 +1,7 @@
 """Judging through any OpenAI-compatible chat-completions server (``vllm serve``, hosted APIs).
 
-Parameters (from the judge's config):
+Parameters (from the judge's config; declared with types and defaults in
+:data:`omnistory_core.evaluation.judges.judge.JUDGE_PARAMETERS`):
 
 ``base_url`` (required), ``model`` (served model name; default: the checkpoint id),
 ``api_key_env`` (environment variable holding the key; unset means the placeholder key ``EMPTY``

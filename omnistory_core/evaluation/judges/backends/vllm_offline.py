@@ -18,7 +18,8 @@ Parameters: ``gpu_memory_utilization``, ``max_model_len``, ``tensor_parallel_siz
 ``swap_space`` (GiB of CPU swap; absent: the paper's 8 GiB, :data:`PAPER_SWAP_SPACE_GIB`; null:
 not sent, the engine's own default; dropped with a warning when the installed vLLM no longer accepts
 it: it left ``EngineArgs`` in vLLM 0.18, and the V1 engine allocates no swap blocks at all),
-``engine_kwargs`` (extra ``vllm.LLM`` arguments), ``batch_size``.
+``engine_kwargs`` (extra ``vllm.LLM`` arguments), ``batch_size`` (a judge declares them, with these
+defaults, in :data:`omnistory_core.evaluation.judges.judge.JUDGE_PARAMETERS`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from omnistory_core.evaluation.judges.backends.base import (
     exception_generation,
 )
 from omnistory_core.evaluation.judges.render import RenderedPrompt
-from omnistory_core.evaluation.judges.specs import JudgeSpec
+from omnistory_core.evaluation.judges.specs import PAPER_SWAP_SPACE_GIB, JudgeSpec
 
 _MM_LIMITS = {
     "text": None,
@@ -42,9 +43,6 @@ _MM_LIMITS = {
     "omni": {"image": 3, "audio": 1, "video": 0},
 }
 
-#: App. E.3.1: "The reported vLLM runs use bfloat16 weights, tensor parallel size 1, and 8 GiB of
-#: swap space." (the repair model too, App. E.3.3)
-PAPER_SWAP_SPACE_GIB = 8.0
 
 log = logging.getLogger(__name__)
 
