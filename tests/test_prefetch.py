@@ -70,3 +70,17 @@ def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Pa
     assert prefetch.component_checkpoints(
         "image", object, {"model": str(local), "text_encoder": "org/te"}
     ) == ["org/te"]
+
+
+def test_a_judges_checkpoint_override_is_fetched_and_a_served_judge_needs_nothing() -> None:
+    from omnistory_core import hub, prefetch
+    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
+
+    default = Qwen3TextJudge.spec.checkpoint
+    assert hub.load_checkpoints(Qwen3TextJudge, {}) == [default]
+    assert hub.load_checkpoints(Qwen3TextJudge, {"checkpoint": "org/finetuned"}) == [
+        "org/finetuned"
+    ]
+    # a judge behind an OpenAI-compatible server: `model` is the served name, nothing to fetch
+    served = {"backend": "openai", "model": "qwen3", "base_url": "http://127.0.0.1:9/v1"}
+    assert prefetch.component_checkpoints("judge", Qwen3TextJudge, served) == []

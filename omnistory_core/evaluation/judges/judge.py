@@ -32,6 +32,7 @@ framing, :mod:`.specs`), and ``conf/judge/`` keeps only the panels.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from omnistory_core.components import EvalResult, Judge
@@ -335,6 +336,15 @@ class PaperJudge(Judge):
         cls.reads = TRACK_READS[spec.track]
         cls.default_batch_size = spec.batch_size
         cls.description = f"{spec.track} judge {spec.title} ({spec.checkpoint or 'hosted API'})"
+
+    @classmethod
+    def checkpoints(cls, params: Mapping[str, Any]) -> list[str]:
+        """Hub ids ``load()`` reads (for prefetch and cache-first loading): the judge's checkpoint
+        (``checkpoint`` overrides the spec's), none behind a server (``backend=openai``)."""
+        if str(params.get("backend") or cls.spec.backend) == "openai":
+            return []
+        checkpoint = params.get("checkpoint") or cls.spec.checkpoint
+        return [str(checkpoint)] if checkpoint else []
 
     def __init__(self, **params: Any):
         super().__init__(**params)
