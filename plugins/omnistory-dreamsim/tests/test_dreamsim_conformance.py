@@ -49,11 +49,11 @@ def test_dreamsim_keeps_the_evaluator_contract(standin, tmp_path: Path) -> None:
     report = check_component(DreamSimMetric, device="cpu", cache_dir=str(tmp_path / "weights"))
     print(report)
     assert {check.split()[0] for check in report.passed} >= set(CHECKS), str(report)
-    assert "runtime_params (cache_dir, device)" in report.passed
+    assert "runtime_params (cache_dir, cache_size, device)" in report.passed
     assert "output_params (dreamsim_type, normalize_embeds, seed)" in report.passed
     assert "unreadable_input (candidate_image)" in report.passed
-    # only cache_size is left unvaried (it has no value to vary from); the range is declared
-    assert set(report.skipped) == {"runtime_params.cache_size"}, report.skipped
+    # every declared parameter has a default to vary from, so nothing is skipped
+    assert set(report.skipped) == set(), report.skipped
     # loaded only by the evaluations with something to compute: the first, the one in a second
     # store, the one with a raising item and the one with an unreadable image (never when cached)
     assert len(standin.CALLS) == 4, standin.CALLS

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.api import ComponentError, EvalResult, Metric
+from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 
 INSTALL_HINT = "pip install 'omnistory-dreamsim[model]'"
 
@@ -41,9 +41,7 @@ def cosine_distance(a: Any, b: Any) -> float:
 
 
 class DreamSimMetric(Metric):
-    """Parameters: ``dreamsim_type`` ("ensemble"), ``normalize_embeds`` (True), ``cache_dir``
-    (weights; None = ``~/.cache/omnistory/dreamsim``), ``device`` ("auto"), ``batch_size`` (16),
-    ``cache_size`` (embeddings kept, 4096)."""
+    """DreamSim distance; parameters are declared below (``plugins --params metric=dreamsim``)."""
 
     name = "dreamsim"
     version = "1"
@@ -51,13 +49,28 @@ class DreamSimMetric(Metric):
     criteria = ("distance",)
     score_range = (0.0, 2.0)  # 1 - cosine
     reads = ("candidate_image", "reference_image")
-    runtime_params = ("device", "cache_dir", "cache_size")
     default_batch_size = 16
     description = "DreamSim perceptual distance to the gold image (supplementary, lower is better)"
+    parameters = (
+        Param(
+            "dreamsim_type",
+            str,
+            "ensemble",
+            "DreamSim's dreamsim_type: the default ensemble or one of its single backbones",
+        ),
+        Param("normalize_embeds", bool, True, "normalise the embeddings (DreamSim's default)"),
+        Param(
+            "cache_dir",
+            (str, None),
+            None,
+            "where DreamSim keeps its weights (null: ~/.cache/omnistory/dreamsim)",
+            runtime=True,
+        ),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+        Param("cache_size", int, 4096, "image embeddings kept in memory", runtime=True, ge=1),
+    )
 
     def __init__(self, **params: Any):
-        params.setdefault("dreamsim_type", "ensemble")
-        params.setdefault("normalize_embeds", True)
         super().__init__(**params)
         self._model: Any = None
         self._preprocess: Any = None
@@ -84,7 +97,9 @@ class DreamSimMetric(Metric):
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
         try:
             self._model, self._preprocess = dreamsim(
-                pretrained=True, device=self._device, cache_dir=cache_dir,
+                pretrained=True,
+                device=self._device,
+                cache_dir=cache_dir,
                 normalize_embeds=bool(self.params["normalize_embeds"]),
                 dreamsim_type=str(self.params["dreamsim_type"]),
             )
@@ -134,8 +149,13 @@ class DreamSimMetric(Metric):
             pair = (item["candidate_image"], item["reference_image"])
             bad = [errors[m.sha256] for m in pair if m.sha256 in errors]
             if bad:
-                results.append(EvalResult(scores={"distance": None}, status="invalid",
-                                          detail={"error": "; ".join(bad)}))
+                results.append(
+                    EvalResult(
+                        scores={"distance": None},
+                        status="invalid",
+                        detail={"error": "; ".join(bad)},
+                    )
+                )
             else:
                 d = cosine_distance(emb[pair[0].sha256], emb[pair[1].sha256])
                 results.append(EvalResult(scores={"distance": d}))
