@@ -39,7 +39,8 @@ class CommandError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="omnistory judges", description=__doc__.split("\n")[0])
+    summary = (__doc__ or "").partition("\n")[0]  # no docstring under python -OO
+    parser = argparse.ArgumentParser(prog="omnistory judges", description=summary)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the judges and their settings")
     show = sub.add_parser("show-prompt", help="print the exact messages a judge receives")

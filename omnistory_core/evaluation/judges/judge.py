@@ -285,7 +285,8 @@ def result_from_generation(
     )
     if parsed.ok:
         detail["repair_status"] = "not_needed"
-        scores = {k: float(parsed.scores[k]) for k in keys}
+        assert parsed.scores is not None  # an ok parse has every criterion
+        scores: dict[str, float | None] = {k: float(parsed.scores[k]) for k in keys}
         return EvalResult(scores=scores, status="ok", detail=detail)
     detail["repair_status"] = "pending" if parsed.method == "unresolved" else "not_eligible"
     return EvalResult(scores=dict.fromkeys(keys), status="invalid", detail=detail)
@@ -388,6 +389,7 @@ class PaperJudge(Judge):
                 results[i] = exc
         if prompts:
             self.load()
+            assert self._backend is not None, "load() sets the backend"
             generations = self._backend.generate(prompts)
             if len(generations) != len(prompts):
                 raise RuntimeError(

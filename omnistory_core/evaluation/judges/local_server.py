@@ -26,7 +26,7 @@ class LocalChatServer(FakeServer):
         super().__init__(responder, usage=None, port=port)
 
     @property
-    def requests(self) -> list[Any]:  # type: ignore[override]
+    def requests(self) -> list[Any]:
         return self.bodies("chat")
 
     @property

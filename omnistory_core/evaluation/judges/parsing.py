@@ -256,7 +256,7 @@ def parse_judge_response(raw: str | None, track: str) -> JudgeParse:
     raw = str(raw)
     try:
         direct = json.loads(raw.strip())
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         first_error = f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
     else:
         checked = _strict(direct, keys)

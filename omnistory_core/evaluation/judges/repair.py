@@ -89,6 +89,7 @@ class RepairModel:
 
     def generate_repairs(self, requests: Sequence[RepairRequest]) -> list[str | BaseException]:
         self.load()
+        assert self._backend is not None, "load() sets the backend"
         generations: list[Generation] = self._backend.generate([r.prompt() for r in requests])
         return [
             RuntimeError(g.error) if g.error is not None else (g.text or "") for g in generations
@@ -198,6 +199,7 @@ def apply_repair(result: EvalResult, response: str | BaseException, checkpoint: 
         record["failure"] = parsed.failure
         detail["repair_status"] = "failed"
         return EvalResult(scores=dict.fromkeys(keys), status="invalid", detail=detail)
+    assert parsed.scores is not None  # an ok parse has every criterion
     invented = unsupported_scores(detail["raw_response"], parsed.scores, track)
     if invented:
         record["invented_scores"] = invented

@@ -64,10 +64,10 @@ class JudgeSpec:
         }
 
 
-_TEXT = {"context_limit": 8192, "batch_size": 16, "max_num_seqs": 16}
-_IMAGE = {"context_limit": 20000, "batch_size": 4, "max_num_seqs": 4}
-_SPEECH_VLLM = {"batch_size": 1, "max_num_seqs": 1}
-_OMNI = {
+_TEXT: dict[str, Any] = {"context_limit": 8192, "batch_size": 16, "max_num_seqs": 16}
+_IMAGE: dict[str, Any] = {"context_limit": 20000, "batch_size": 4, "max_num_seqs": 4}
+_SPEECH_VLLM: dict[str, Any] = {"batch_size": 1, "max_num_seqs": 1}
+_OMNI: dict[str, Any] = {
     "context_limit": 32768,
     "batch_size": 4,
     "max_num_seqs": 4,
@@ -75,7 +75,7 @@ _OMNI = {
     "seed": 1234,
     "gpu_memory_utilization": 0.95,
 }
-_NO_THINKING = {"enable_thinking": False}
+_NO_THINKING: dict[str, Any] = {"enable_thinking": False}
 
 JUDGE_SPECS: dict[str, JudgeSpec] = {
     spec.id: spec

@@ -52,6 +52,7 @@ def engine_accepts(name: str) -> bool:
     import dataclasses
 
     try:
+        # optional dependency of the vLLM judges, absent where the package is type-checked
         from vllm.engine.arg_utils import EngineArgs  # pyright: ignore[reportMissingImports]
     except ImportError:
         return True
@@ -96,7 +97,8 @@ class VLLMOfflineBackend:
 
     def load(self) -> None:
         try:
-            from vllm import LLM
+            # optional dependency of the vLLM judges, absent where the package is type-checked
+            from vllm import LLM  # pyright: ignore[reportMissingImports]
         except ImportError as exc:
             raise ImportError(
                 f"judge {self.spec.id}: backend=vllm needs the vllm package (and a GPU). "
@@ -145,7 +147,8 @@ class VLLMOfflineBackend:
         return self._processor
 
     def _sampling_params(self, prompt: RenderedPrompt) -> Any:
-        from vllm import SamplingParams
+        # optional dependency of the vLLM judges, absent where the package is type-checked
+        from vllm import SamplingParams  # pyright: ignore[reportMissingImports]
 
         d = self.decoding
         kwargs: dict[str, Any] = {
@@ -157,7 +160,8 @@ class VLLMOfflineBackend:
         if prompt.stop_token_ids:
             kwargs["stop_token_ids"] = list(prompt.stop_token_ids)
         if prompt.json_schema is not None:
-            from vllm.sampling_params import StructuredOutputsParams
+            # optional dependency of the vLLM judges, absent where the package is type-checked
+            from vllm.sampling_params import StructuredOutputsParams  # pyright: ignore[reportMissingImports]
 
             kwargs["structured_outputs"] = StructuredOutputsParams(json=prompt.json_schema)
         return SamplingParams(**kwargs)
@@ -183,7 +187,8 @@ class VLLMOfflineBackend:
         return {"prompt": text, "multi_modal_data": data}
 
     def _qwen_omni_input(self, prompt: RenderedPrompt) -> dict[str, Any]:
-        from qwen_omni_utils import process_mm_info
+        # optional dependency of the vLLM judges, absent where the package is type-checked
+        from qwen_omni_utils import process_mm_info  # pyright: ignore[reportMissingImports]
 
         text = self._get_processor().apply_chat_template(
             prompt.messages,
