@@ -119,7 +119,8 @@ def create(
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="omnistory env", description=__doc__.splitlines()[0])
+    summary = (__doc__ or "").partition("\n")[0]  # no docstring under python -OO
+    parser = argparse.ArgumentParser(prog="omnistory env", description=summary)
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("create", help="create a component's virtual environment")
     c.add_argument(

@@ -209,8 +209,8 @@ def parse_plan(raw_text: str) -> PlanParseResult:
                 repairs,
             )
         obj, error = _locate_object(raw_text, repairs)
-        if error is not None:
-            return _failed("plan_json_error", error, repairs)
+        if error is not None or obj is None:
+            return _failed("plan_json_error", error or "no JSON object found", repairs)
         return _validate(obj, repairs)
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; keep it as data
         return _failed(

@@ -69,7 +69,7 @@ def job_dirs(path: str | Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print(__doc__.strip(), file=sys.stderr)
+        print((__doc__ or "usage: DIR [DIR ...]").strip(), file=sys.stderr)  # no docstring: -OO
         return 2
     print(f"{'job':<48} {'n':>4} {'mean':>7} {'median':>7} {'min':>5} {'max':>5} {'/ref':>6}")
     found = False

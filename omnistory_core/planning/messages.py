@@ -59,7 +59,7 @@ def encode_image(image: Media | str | Path, max_side: int | None = None) -> Enco
             converted = img.convert("RGBA" if "A" in img.getbands() else "RGB")
     except (OSError, UnidentifiedImageError) as exc:
         raise ValueError(f"planner input image {path}: cannot be read as an image ({exc})") from exc
-    if too_big:
+    if too_big and max_side is not None:
         scale = int(max_side) / max(size)
         new_size = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
         converted = converted.resize(new_size, Image.Resampling.LANCZOS)

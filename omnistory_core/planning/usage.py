@@ -126,10 +126,11 @@ def usage_record(
         if isinstance(value, int | float) and not isinstance(value, bool):
             usage[key] = value
     price = prices.get(model)
-    priced = price is not None and input_tokens is not None and output_tokens is not None
-    if priced:
+    if price is None or input_tokens is None or output_tokens is None:
+        usage["priced_calls"] = 0
+    else:
         usage["cost_usd"] = round(price.cost(int(input_tokens), int(output_tokens)), 10)
-    usage["priced_calls"] = 1 if priced else 0
+        usage["priced_calls"] = 1
     return usage
 
 

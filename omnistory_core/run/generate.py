@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -54,7 +54,8 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     started = time.time()
     install_log_filter()
     registry = load_plugins()
-    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    # a DictConfig becomes a dict
+    plain_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     for group in named_on_command_line():
         if isinstance(plain_cfg.get(group), dict):
             plain_cfg[group].pop("default_choice", None)  # `++tts.name=espeak` is a choice

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,7 +23,7 @@ log = logging.getLogger("omnistory")
 try:
     from hydra.experimental.callback import Callback
 except ImportError:  # pragma: no cover
-    Callback = object  # type: ignore[assignment,misc]
+    Callback = object
 
 
 def sum_stats(job_dirs: list[Path]) -> dict[str, Any]:
@@ -87,7 +87,8 @@ class SweepCallback(Callback):  # type: ignore[misc]
 def finish_sweep(config: DictConfig, run_dir: Path) -> int:
     """End of a sweep: evaluation (if configured), then the report from whatever is scored.
     Returns the evaluation's exit status (2: its pre-flight stopped it, 1: 'error' rows remain)."""
-    evaluation = OmegaConf.to_container(config.evaluation, resolve=True)
+    # a DictConfig becomes a dict
+    evaluation = cast(dict[str, Any], OmegaConf.to_container(config.evaluation, resolve=True))
     metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
     scores = run_dir / "scores.jsonl"
     status = 0
