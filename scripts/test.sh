@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs and run it.  Used verbatim by .ci/run.
 #  1. .venv: the core, every first-party plugin, test and model-stack dependencies (torch CPU).
-#  2. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
+#  2. scripts/lint.sh: ruff check, ruff format --check, pyright on omnistory_core/ (fails fast).
+#  3. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
 #     transformers 4.46.1), created once by `omnistory env create` and reused; their model tests
 #     and the SpeechBrain/emotion2vec loader test run there.
 set -euo pipefail
@@ -27,6 +28,10 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q "torch==2.13.0"
 # every first-party plugin, as a user installs a third-party one (not editable)
 .venv/bin/python -m pip install -q -e ".[test,metrics,judges,cluster]" ./plugins/*/
+
+# ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
+# in a minute or two instead of after the TTS environment and the whole test run
+bash scripts/lint.sh
 
 if [ ! -x .venvs/tts/bin/python ]; then
   .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
