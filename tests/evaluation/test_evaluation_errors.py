@@ -88,7 +88,8 @@ def _evaluate(run_dir: Path, base_url: str, *extra: str, env: dict | None = None
         f"judge.{JUDGE}.repair=false",
         *extra,
         cwd=run_dir.parent.parent.parent,
-        env=env,
+        # wide enough that the pre-flight table never folds a URL, whatever its port's length
+        env={"COLUMNS": "300", **(env or {})},
     )
 
 

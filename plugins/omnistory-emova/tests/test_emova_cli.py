@@ -18,7 +18,12 @@ from omnistory_core.data.demo import load_demo
 
 
 def run_cli(
-    tmp_path: Path, model: Path, speech_tokenizer: Path, image: str = "copy", **env_extra: str
+    tmp_path: Path,
+    model: Path,
+    speech_tokenizer: Path,
+    image: str = "copy",
+    returncode: int = 0,
+    **env_extra: str,
 ):
     """The CLI in a subprocess, the checkpoints given by the environment variables the yaml
     reads (OMNISTORY_MODEL_BACKBONE_EMOVA[_SPEECH_TOKENIZER])."""
@@ -49,7 +54,7 @@ def run_cli(
         timeout=600,
         env=env,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == returncode, result.stderr[-3000:]
     run = out / "runs" / "demo" / f"emova-{image}"
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     return run, rows
@@ -100,7 +105,8 @@ def test_a_speech_pass_failure_keeps_text_and_image(mute_emova, tiny_speech_toke
 
 def test_json_missing_a_key_loses_the_whole_example(no_t2i_emova, tiny_speech_tokenizer, tmp_path):
     # image=noop reads the image prompt, like the real image experts (image=copy reads none)
-    run, rows = run_cli(tmp_path, no_t2i_emova, tiny_speech_tokenizer, image="noop")
+    # nothing at all was made: the job exits 2 once its records are written
+    run, rows = run_cli(tmp_path, no_t2i_emova, tiny_speech_tokenizer, image="noop", returncode=2)
     for row in rows:
         categories = {row[m]["category"] for m in ("text", "image", "speech")}
         assert categories == {"plan_missing_field"}

@@ -16,7 +16,7 @@ def run_dir(out: Path) -> Path:
     return out / "runs" / "demo" / SYSTEM
 
 
-def emu3_cli(tmp_path: Path, chat: Path, gen: Path, *extra: str):
+def emu3_cli(tmp_path: Path, chat: Path, gen: Path, *extra: str, returncode: int = 0):
     out = tmp_path / "out"
     result = run_cli(
         "backbone=emu3",
@@ -29,7 +29,7 @@ def emu3_cli(tmp_path: Path, chat: Path, gen: Path, *extra: str):
         *extra,
         cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == returncode, result.stderr[-3000:]
     return run_dir(out), result
 
 
@@ -72,7 +72,11 @@ def test_text_image_and_speech_from_one_backbone_call(trained_chat, tiny_gen, tm
 def test_garbage_answers_fail_all_three_outputs_with_the_parse_category(
     tiny_chat, tiny_gen, tmp_path
 ):
-    run, _ = emu3_cli(tmp_path, tiny_chat, tiny_gen, "backbone.chat_max_new_tokens=32")
+    # nothing at all was made: the job exits 2 once its records are written
+    run, result = emu3_cli(
+        tmp_path, tiny_chat, tiny_gen, "backbone.chat_max_new_tokens=32", returncode=2
+    )
+    assert "every output is missing (text 2, image 2, speech 2)" in result.stderr
     rows = missing(run)
     assert sorted((i, m) for i, m, _ in rows) == [
         (i, m) for i in (0, 1) for m in ("image", "speech", "text")
