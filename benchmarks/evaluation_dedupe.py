@@ -34,14 +34,26 @@ def main() -> int:
     from omnistory_core.plugins import load_plugins
 
     answer = json.dumps({c: {"score": 7, "rationale": "ok"} for c in CRITERIA["text"]})
-    with tempfile.TemporaryDirectory() as tmp, LocalChatServer(
-        lambda body: Reply(content=answer)
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalChatServer(lambda body: Reply(content=answer)) as server,
+    ):
         root = Path(tmp)
         subprocess.run(
-            [sys.executable, "-m", "omnistory_core", "-m", *GRID, "output_root=out",
-             "engine.progress=false", "evaluation.report=false"],
-            cwd=root, check=True, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "omnistory_core",
+                "-m",
+                *GRID,
+                "output_root=out",
+                "engine.progress=false",
+                "evaluation.report=false",
+            ],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         run_dir = root / "out/sweeps/demo"
         systems = discover_systems(run_dir)
@@ -49,30 +61,48 @@ def main() -> int:
         models = testing.build_all(root / "models")
         registry = load_plugins()
         specs = [
-            ("metric", {"name": "bertscore", "model_type": str(models["roberta"]),
-                        "num_layers": 2, "device": "cpu"}),
+            (
+                "metric",
+                {
+                    "name": "bertscore",
+                    "model_type": str(models["roberta"]),
+                    "num_layers": 2,
+                    "device": "cpu",
+                },
+            ),
             ("metric", {"name": "clip", "model": str(models["clip"]), "device": "cpu"}),
             ("metric", {"name": "speech_meta", **testing.tiny_speech_meta_params(models)}),
-            ("judge", {"name": JUDGE, "backend": "openai", "base_url": server.base_url,
-                       "model": "local", "repair": False}),
+            (
+                "judge",
+                {
+                    "name": JUDGE,
+                    "backend": "openai",
+                    "base_url": server.base_url,
+                    "model": "local",
+                    "repair": False,
+                },
+            ),
         ]
         store = Store(root / "out/store")
         print(f"{len(systems)} systems x {len(examples)} demo examples")
-        print(f"{'evaluator':<28}{'naive':>7}{'calls':>7}{'ratio':>8}{'seconds':>9}"
-              f"{'cached calls':>14}{'cached s':>10}")
+        print(
+            f"{'evaluator':<28}{'naive':>7}{'calls':>7}{'ratio':>8}{'seconds':>9}"
+            f"{'cached calls':>14}{'cached s':>10}"
+        )
         for kind, spec in specs:
             timings = []
             for _ in range(2):
-                evaluator = build_component(registry, kind, dict(spec), seed=0,
-                                            allow_oracle=False)
+                evaluator = build_component(registry, kind, dict(spec), seed=0, allow_oracle=False)
                 t0 = time.perf_counter()
                 result = evaluate_systems(systems, examples, [evaluator], store)
                 timings.append((time.perf_counter() - t0, result))
             (first_s, first), (second_s, second) = timings
             key = next(iter(first.stats))
             naive, calls = first.items[key], first.stats[key].calls
-            print(f"{key:<28}{naive:>7}{calls:>7}{calls / naive:>8.3f}{first_s:>9.2f}"
-                  f"{second.stats[key].calls:>14}{second_s:>10.2f}")
+            print(
+                f"{key:<28}{naive:>7}{calls:>7}{calls / naive:>8.3f}{first_s:>9.2f}"
+                f"{second.stats[key].calls:>14}{second_s:>10.2f}"
+            )
         print(f"judge requests to the local server: {len(server.requests)}")
     return 0
 

@@ -41,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available() and not (args.tiny and args.allow_cpu):
-        print("flux_throughput: no CUDA device is visible (torch.cuda.is_available() is False); "
-              "this benchmark times FLUX.1-dev in bf16 on a GPU and measured nothing.",
-              file=sys.stderr)
+        print(
+            "flux_throughput: no CUDA device is visible (torch.cuda.is_available() is False); "
+            "this benchmark times FLUX.1-dev in bf16 on a GPU and measured nothing.",
+            file=sys.stderr,
+        )
         return 2
     from omnistory_flux.experts import FluxDev
     from omnistory_flux.random_pipeline import random_flux_pipeline
@@ -56,14 +58,24 @@ def main(argv: list[str] | None = None) -> int:
     pipe.set_progress_bar_config(disable=True)
     build_s = time.perf_counter() - t0
     params = sum(p.numel() for p in pipe.transformer.parameters())
-    print(f"built random FLUX.1-dev ({size}, transformer {params / 1e9:.2f}B params, {dtype}) "
-          f"on {device} in {build_s:.0f} s", flush=True)
+    print(
+        f"built random FLUX.1-dev ({size}, transformer {params / 1e9:.2f}B params, {dtype}) "
+        f"on {device} in {build_s:.0f} s",
+        flush=True,
+    )
 
     results = []
     for batch_size in [int(b) for b in args.batch_sizes.split(",") if b.strip()]:
-        expert = FluxDev(model=f"random-{size}", seed=0, steps=args.steps, height=args.size,
-                         width=args.size, dtype=str(dtype).removeprefix("torch."),
-                         device=device, batch_size=batch_size)
+        expert = FluxDev(
+            model=f"random-{size}",
+            seed=0,
+            steps=args.steps,
+            height=args.size,
+            width=args.size,
+            dtype=str(dtype).removeprefix("torch."),
+            device=device,
+            batch_size=batch_size,
+        )
         expert.pipe, expert.device = pipe, device  # random weights: nothing to load
         prompts = [f"a storybook illustration, scene {i}" for i in range(args.images)]
         for w in range(args.warmup):
@@ -85,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             "images_per_s": round(len(prompts) / seconds, 4),
             "s_per_image": round(seconds / len(prompts), 3),
             "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
-            if device == "cuda" else None,
+            if device == "cuda"
+            else None,
         }
         results.append(row)
         print(json.dumps(row), flush=True)

@@ -47,8 +47,10 @@ def image_items(n: int, root: Path) -> list[dict[str, Any]]:
         return Media(str(path), hashlib.sha256(path.read_bytes()).hexdigest())
 
     golds = [image(f"gold{i}") for i in range(max(1, n // 4))]  # gold images shared, as in a sweep
-    return [{"candidate_image": image(f"cand{i}"), "reference_image": golds[i % len(golds)]}
-            for i in range(n)]
+    return [
+        {"candidate_image": image(f"cand{i}"), "reference_image": golds[i % len(golds)]}
+        for i in range(n)
+    ]
 
 
 def speech_items(n: int, root: Path) -> tuple[list[dict[str, Any]], float]:
@@ -61,14 +63,21 @@ def speech_items(n: int, root: Path) -> tuple[list[dict[str, Any]], float]:
         wave = synthetic_voice(100.0 + 13 * i, dur, syllables_per_second=3.0, seed=i)
         path = write_wav(root / f"speech{i}.wav", wave)
         seconds += dur
-        ref = {"utterance": "x", "speaker": "y", "emotion": "happy", "speed": "normal",
-               "pitch": "normal", "gender": "female" if i % 2 else "male"}
+        ref = {
+            "utterance": "x",
+            "speaker": "y",
+            "emotion": "happy",
+            "speed": "normal",
+            "pitch": "normal",
+            "gender": "female" if i % 2 else "male",
+        }
         items.append({"candidate_speech": Media(str(path), f"s{i}"), "reference_speech": ref})
     return items, seconds
 
 
-def time_metric(metric: Any, items: list[dict[str, Any]], warmup: dict[str, Any],
-                repeats: int) -> list[float]:
+def time_metric(
+    metric: Any, items: list[dict[str, Any]], warmup: dict[str, Any], repeats: int
+) -> list[float]:
     rates = []
     for _ in range(repeats):
         fresh = type(metric)(**metric.params)  # no embedding cache carried between repeats
@@ -96,30 +105,44 @@ def main() -> None:
     from omnistory_core.evaluation.metrics import testing as tiny
 
     wanted = {m.strip() for m in args.metrics.split(",") if m.strip()}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.items} items, "
-          f"median of {args.repeats} repeats (load time excluded)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.items} items, "
+        f"median of {args.repeats} repeats (load time excluded)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         models = tiny.build_all(root / "models")
         runs: list[tuple[str, Any, list[dict[str, Any]]]] = []
         if "bertscore" in wanted:
-            runs.append(("bertscore", BERTScoreMetric(model_type=str(models["roberta"]),
-                                                      num_layers=2, device="cpu"),
-                         text_items(args.items)))
+            runs.append(
+                (
+                    "bertscore",
+                    BERTScoreMetric(model_type=str(models["roberta"]), num_layers=2, device="cpu"),
+                    text_items(args.items),
+                )
+            )
         if "clip" in wanted:
-            runs.append(("clip", CLIPMetric(model=str(models["clip"]), device="cpu"),
-                         image_items(args.items, root)))
+            runs.append(
+                (
+                    "clip",
+                    CLIPMetric(model=str(models["clip"]), device="cpu"),
+                    image_items(args.items, root),
+                )
+            )
         speech_seconds = 0.0
         if "speech_meta" in wanted:
             items, speech_seconds = speech_items(args.items, root)
-            runs.append(("speech_meta", SpeechMetaMetric(**tiny.tiny_speech_meta_params(models)),
-                         items))
+            runs.append(
+                ("speech_meta", SpeechMetaMetric(**tiny.tiny_speech_meta_params(models)), items)
+            )
         for name, metric, items in runs:
             warmup, timed = items[0], items[1:]
             time_metric(metric, timed[:2], warmup, 1)  # process warm-up (numba JIT, torch)
             rates = time_metric(metric, timed, warmup, args.repeats)
-            print(f"{name:<12} {statistics.median(rates):8.1f} items/s   "
-                  f"(min {min(rates):.1f}, max {max(rates):.1f}; batch_size {metric.batch_size})")
+            print(
+                f"{name:<12} {statistics.median(rates):8.1f} items/s   "
+                f"(min {min(rates):.1f}, max {max(rates):.1f}; batch_size {metric.batch_size})"
+            )
         if speech_seconds:
             speech_breakdown(runs[-1][1], runs[-1][2], speech_seconds, sm)
 
@@ -143,8 +166,10 @@ def speech_breakdown(metric: Any, items: list[dict[str, Any]], seconds: float, s
         stages[name] = time.perf_counter() - t0
     metric.unload()
     n = len(items)
-    print(f"speech_meta stages, ms per clip (mean clip {seconds / n:.1f} s): "
-          + ", ".join(f"{k} {1000 * v / n:.1f}" for k, v in stages.items()))
+    print(
+        f"speech_meta stages, ms per clip (mean clip {seconds / n:.1f} s): "
+        + ", ".join(f"{k} {1000 * v / n:.1f}" for k, v in stages.items())
+    )
     rules = stages["load+trim"] + stages["pyin/yin"]
     print(f"speech rules alone (load, trim, pyin): {seconds / rules:.1f} s of audio per s")
 

@@ -164,8 +164,9 @@ def test_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
 
 
 def test_config_error_in_one_sweep_job_is_one_line_and_others_finish(tmp_path: Path) -> None:
-    proc = run_cli("-m", "planner=template,oracle", "dataset.limit=2", "output_root=out", QUIET,
-                   cwd=tmp_path)
+    proc = run_cli(
+        "-m", "planner=template,oracle", "dataset.limit=2", "output_root=out", QUIET, cwd=tmp_path
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "omnistory: error: oracle-copy-espeak:" in proc.stderr

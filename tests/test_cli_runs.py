@@ -171,8 +171,14 @@ def test_joblib_launcher_two_workers_share_the_store(tmp_path: Path) -> None:
 
 
 def test_glob_over_system_presets_includes_plugin_presets(tmp_path: Path) -> None:
-    proc = run_cli("-m", "system=glob(*copy_espeak)", "dataset.limit=2", "output_root=out",
-                   *QUIET, cwd=tmp_path)
+    proc = run_cli(
+        "-m",
+        "system=glob(*copy_espeak)",
+        "dataset.limit=2",
+        "output_root=out",
+        *QUIET,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     sweep = tmp_path / "out/sweeps/demo"
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "manifest.json").exists())

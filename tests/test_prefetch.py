@@ -10,14 +10,29 @@ OFFLINE = {"HF_HUB_OFFLINE": "1"}
 
 
 def test_dry_run_lists_checkpoints_of_components_metrics_and_judges(tmp_path: Path) -> None:
-    proc = run_cli("prefetch", "image=dev", "tts=parler", "--metrics", "bertscore,speech_meta",
-                   "--judges", "panel_a", "--dry-run", cwd=tmp_path, env=OFFLINE)
+    proc = run_cli(
+        "prefetch",
+        "image=dev",
+        "tts=parler",
+        "--metrics",
+        "bertscore,speech_meta",
+        "--judges",
+        "panel_a",
+        "--dry-run",
+        cwd=tmp_path,
+        env=OFFLINE,
+    )
     assert proc.returncode == 0, proc.stderr
     listed = {line.split()[0]: line for line in proc.stdout.splitlines()}
-    for checkpoint in ("black-forest-labs/FLUX.1-dev", "parler-tts/parler-tts-large-v1",
-                       "roberta-large", "openai/whisper-large-v3",
-                       "audeering/wav2vec2-large-robust-24-ft-age-gender",
-                       "Qwen/Qwen3-VL-32B-Instruct", "Qwen/Qwen3-30B-A3B-Instruct-2507"):
+    for checkpoint in (
+        "black-forest-labs/FLUX.1-dev",
+        "parler-tts/parler-tts-large-v1",
+        "roberta-large",
+        "openai/whisper-large-v3",
+        "audeering/wav2vec2-large-robust-24-ft-age-gender",
+        "Qwen/Qwen3-VL-32B-Instruct",
+        "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    ):
         assert checkpoint in listed, checkpoint
     assert "size unknown" in listed["roberta-large"]  # offline: said, not invented
 
@@ -25,8 +40,13 @@ def test_dry_run_lists_checkpoints_of_components_metrics_and_judges(tmp_path: Pa
 def test_local_checkpoint_needs_nothing(tmp_path: Path) -> None:
     local = tmp_path / "my-flux"
     local.mkdir()
-    proc = run_cli("prefetch", "image=dev", "--dry-run", cwd=tmp_path,
-                   env={**OFFLINE, "OMNISTORY_MODEL_IMAGE_DEV": str(local)})
+    proc = run_cli(
+        "prefetch",
+        "image=dev",
+        "--dry-run",
+        cwd=tmp_path,
+        env={**OFFLINE, "OMNISTORY_MODEL_IMAGE_DEV": str(local)},
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == ""
 
 

@@ -15,23 +15,49 @@ from omnistory_core.redaction import (
 )
 
 
-@pytest.mark.parametrize("key", ["api_key", "OPENAI_API_KEY", "hf_token", "HF_TOKEN", "password",
-                                 "client_secret", "Authorization"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key",
+        "OPENAI_API_KEY",
+        "hf_token",
+        "HF_TOKEN",
+        "password",
+        "client_secret",
+        "Authorization",
+    ],
+)
 def test_secret_names(key: str) -> None:
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", ["api_key_env", "max_tokens", "input_tokens", "output_tokens",
-                                 "tokenizer", "model", "base_url"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key_env",
+        "max_tokens",
+        "input_tokens",
+        "output_tokens",
+        "tokenizer",
+        "model",
+        "base_url",
+    ],
+)
 def test_not_secret_names(key: str) -> None:
     assert not is_secret_key(key)
 
 
 def test_redact_keys_and_values(monkeypatch) -> None:
     monkeypatch.setenv("MY_SERVICE_API_KEY", "s3cr3t-value-123")
-    data = {"planner": {"api_key": "x-literal", "api_key_env": "MY_SERVICE_API_KEY",
-                        "note": "uses s3cr3t-value-123 inside", "max_tokens": 5},
-            "list": ["s3cr3t-value-123"]}
+    data = {
+        "planner": {
+            "api_key": "x-literal",
+            "api_key_env": "MY_SERVICE_API_KEY",
+            "note": "uses s3cr3t-value-123 inside",
+            "max_tokens": 5,
+        },
+        "list": ["s3cr3t-value-123"],
+    }
     out = redact(data)
     assert out["planner"]["api_key"] == REDACTED
     assert out["planner"]["api_key_env"] == "MY_SERVICE_API_KEY"
@@ -48,7 +74,8 @@ def test_overrides_with_secrets_are_refused(monkeypatch) -> None:
 
 def test_log_filter_scrubs(monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-zzzzzzzz")
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "key is %s", ("sk-ant-zzzzzzzz",),
-                               None)
+    record = logging.LogRecord(
+        "x", logging.INFO, __file__, 1, "key is %s", ("sk-ant-zzzzzzzz",), None
+    )
     assert SecretFilter().filter(record)
     assert record.getMessage() == f"key is {REDACTED}"

@@ -40,8 +40,14 @@ def _build_tts(kind: str, path: Path) -> None:
         f"import sys; sys.path.insert(0, {str(ROOT / f'plugins/omnistory-{kind}/tests')!r});"
         f"from conftest import build_tiny_{kind}; build_tiny_{kind}({str(path)!r})"
     )
-    subprocess.run([str(TTS_PYTHON), "-c", code], check=True, capture_output=True, text=True,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    subprocess.run(
+        [str(TTS_PYTHON), "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +80,20 @@ def test_the_users_sweep_runs_end_to_end(checkpoints, tmp_path: Path) -> None:
         KEY_VAR: KEY,
     }
     with RecordingServer() as server:
-        args = ["-m", "planner=claude,gpt", "image=kontext,dev", "tts=parler,voxcpm",
-                "dataset.limit=2", f"++planner.base_url={server.openai_base_url}",
-                f"++planner.api_key_env={KEY_VAR}", "++image.height=64", "++image.width=64",
-                "++image.steps=2", "output_root=out", "engine.progress=false"]
+        args = [
+            "-m",
+            "planner=claude,gpt",
+            "image=kontext,dev",
+            "tts=parler,voxcpm",
+            "dataset.limit=2",
+            f"++planner.base_url={server.openai_base_url}",
+            f"++planner.api_key_env={KEY_VAR}",
+            "++image.height=64",
+            "++image.width=64",
+            "++image.steps=2",
+            "output_root=out",
+            "engine.progress=false",
+        ]
         first = run_cli(*args, cwd=tmp_path, env=env, timeout=1800)
         assert first.returncode == 0, first.stderr[-4000:]
         api_requests = len(server.requests)
@@ -91,8 +107,12 @@ def test_the_users_sweep_runs_end_to_end(checkpoints, tmp_path: Path) -> None:
     assert api_requests == 4
     sweep = tmp_path / "out/sweeps/demo"
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "manifest.json").exists())
-    assert jobs == sorted(f"{p}-{i}-{t}" for p in ("claude", "gpt") for i in ("kontext", "dev")
-                          for t in ("parler", "voxcpm"))
+    assert jobs == sorted(
+        f"{p}-{i}-{t}"
+        for p in ("claude", "gpt")
+        for i in ("kontext", "dev")
+        for t in ("parler", "voxcpm")
+    )
     rates = {"parler": set(), "voxcpm": set()}
     for job in jobs:
         manifest = json.loads((sweep / job / "manifest.json").read_text())
@@ -108,7 +128,8 @@ def test_the_users_sweep_runs_end_to_end(checkpoints, tmp_path: Path) -> None:
     # images: one call per (planner, prompt) for dev and kontext, never per TTS choice
     assert first_stats["image/dev"]["calls"] <= 4 and first_stats["image/dev"]["cache_hits"] >= 4
     assert sum(s["calls"] for s in first_stats.values()) == len(
-        list((tmp_path / "out/store/calls").rglob("*.json")))
+        list((tmp_path / "out/store/calls").rglob("*.json"))
+    )
     # the re-run above was fully cached: it computed nothing and loaded no model
     for name, counts in json.loads(sweep_stats.read_text())["components"].items():
         assert counts["calls"] == 0 and counts["loads"] == 0, name

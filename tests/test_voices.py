@@ -34,7 +34,10 @@ def test_stable_choice_is_identical_in_other_processes_and_hash_seeds():
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run(
             [sys.executable, "-c", script, json.dumps(keys)],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         assert json.loads(out) == here
 
@@ -51,9 +54,15 @@ def test_stable_choice_rejects_empty_options():
         stable_choice("Anna", [])
 
 
-@pytest.mark.parametrize("label,expected", [
-    ("female", "female"), ("male", "male"), ("Female", "female"), (" MALE ", "male"),
-])
+@pytest.mark.parametrize(
+    "label,expected",
+    [
+        ("female", "female"),
+        ("male", "male"),
+        ("Female", "female"),
+        (" MALE ", "male"),
+    ],
+)
 def test_resolve_gender_keeps_known_labels(label, expected):
     assert all(resolve_gender(label, name) == expected for name in NAMES[:50])
 

@@ -119,9 +119,19 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     # installed one, and its configs are found in the top-level conf/ folder
     shutil.copytree(ROOT / "conf", source / "conf", dirs_exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "dataset.limit=1", "output_root=out2",
-         "engine.progress=false"],
-        cwd=source, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "dataset.limit=1",
+            "output_root=out2",
+            "engine.progress=false",
+        ],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert (source / "out2/runs/demo/template-copy-espeak/manifest.json").exists()

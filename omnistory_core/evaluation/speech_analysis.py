@@ -141,8 +141,14 @@ def normalize_label(value: Any) -> str:
     return "" if value is None else str(value).strip().lower()
 
 
-_GENDER_ALIASES = {"m": "male", "male": "male", "man": "male", "f": "female", "female": "female",
-                   "woman": "female"}
+_GENDER_ALIASES = {
+    "m": "male",
+    "male": "male",
+    "man": "male",
+    "f": "female",
+    "female": "female",
+    "woman": "female",
+}
 
 
 def canonical_gender(label: str | None) -> str | None:
@@ -368,15 +374,30 @@ EMOTION_SOURCE_LABELS: dict[str, tuple[str, ...]] = {
     # config.id2label of superb/hubert-large-superb-er
     "hubert": ("neu", "hap", "ang", "sad"),
     # iic/emotion2vec_plus_large (funasr prints them bilingual, e.g. "生气/angry")
-    "emotion2vec": ("angry", "disgusted", "fearful", "happy", "neutral", "other", "sad",
-                    "surprised", "unknown"),
+    "emotion2vec": (
+        "angry",
+        "disgusted",
+        "fearful",
+        "happy",
+        "neutral",
+        "other",
+        "sad",
+        "surprised",
+        "unknown",
+    ),
 }
 
 _EMOTION_ALIASES = {
-    "neu": "neutral", "neutral": "neutral",
-    "hap": "happy", "happy": "happy", "joy": "happy",
-    "sad": "sad", "sadness": "sad",
-    "ang": "angry", "anger": "angry", "angry": "angry",
+    "neu": "neutral",
+    "neutral": "neutral",
+    "hap": "happy",
+    "happy": "happy",
+    "joy": "happy",
+    "sad": "sad",
+    "sadness": "sad",
+    "ang": "angry",
+    "anger": "angry",
+    "angry": "angry",
 }
 
 

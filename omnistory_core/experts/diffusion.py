@@ -69,8 +69,9 @@ def setting(params: Mapping[str, Any], defaults: Mapping[str, Any], key: str) ->
     return defaults.get(key) if value is None else value
 
 
-def positive_int(owner: str, key: str, value: Any, *, multiple_of: int = 1,
-                 maximum: int | None = None) -> int:
+def positive_int(
+    owner: str, key: str, value: Any, *, multiple_of: int = 1, maximum: int | None = None
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise SettingsError(f"{owner}: {key} must be a positive integer, got {value!r}")
     try:
@@ -103,8 +104,9 @@ def boolean(owner: str, key: str, value: Any) -> bool:
     raise SettingsError(f"{owner}: {key} must be true or false, got {value!r}")
 
 
-def parse_settings(owner: str, params: Mapping[str, Any], defaults: Mapping[str, Any],
-                   *, size_multiple: int) -> DiffusionSettings:
+def parse_settings(
+    owner: str, params: Mapping[str, Any], defaults: Mapping[str, Any], *, size_multiple: int
+) -> DiffusionSettings:
     """Validate the common parameters; ``size_multiple`` is the model's pixel granularity."""
     model = setting(params, defaults, "model")
     if not isinstance(model, str) or not model.strip():
@@ -132,10 +134,12 @@ def parse_settings(owner: str, params: Mapping[str, Any], defaults: Mapping[str,
         guidance_scale=non_negative_float(
             owner, "guidance_scale", setting(params, defaults, "guidance_scale")
         ),
-        height=positive_int(owner, "height", setting(params, defaults, "height"),
-                            multiple_of=size_multiple),
-        width=positive_int(owner, "width", setting(params, defaults, "width"),
-                           multiple_of=size_multiple),
+        height=positive_int(
+            owner, "height", setting(params, defaults, "height"), multiple_of=size_multiple
+        ),
+        width=positive_int(
+            owner, "width", setting(params, defaults, "width"), multiple_of=size_multiple
+        ),
         dtype=DTYPE_NAMES[dtype],
         device=device,
         seed=seed,
@@ -180,8 +184,9 @@ def generator_seed(mode: str, seed: int, *content: str) -> int:
     raise ValueError(f"unknown seed_mode {mode!r}")
 
 
-def key_without_defaults(params: dict[str, Any], values: Mapping[str, Any],
-                         defaults: Mapping[str, Any]) -> dict[str, Any]:
+def key_without_defaults(
+    params: dict[str, Any], values: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
     """``params`` (a cache-key dict) with each key of ``values`` present only where its parsed
     value differs from ``defaults``.  For parameters added after caches were written: at their
     default, the cache key of an expert stays what it was before the parameter existed."""
@@ -218,8 +223,11 @@ def chunked(seq: Sequence[T], size: int) -> list[list[T]]:
     return [list(seq[i : i + size]) for i in range(0, len(seq), size)]
 
 
-def call_with_fallback(call: Callable[[list[T]], list[Any]], group: list[T],
-                       on_error: Callable[[BaseException], None] | None = None) -> list[Any]:
+def call_with_fallback(
+    call: Callable[[list[T]], list[Any]],
+    group: list[T],
+    on_error: Callable[[BaseException], None] | None = None,
+) -> list[Any]:
     """Run ``call`` on the whole group; if it raises, run it item by item so that one bad item
     becomes that item's failure and its batch-mates still get their images."""
     try:

@@ -117,8 +117,9 @@ def check_label_table(
     missing = [label for label in labels if label not in table]
     extra = sorted(str(k) for k in table if k not in labels)
     if missing or extra:
-        raise ValueError(f"{name} must have exactly the keys {list(labels)}"
-                         f" (missing {missing}, unknown {extra})")
+        raise ValueError(
+            f"{name} must have exactly the keys {list(labels)} (missing {missing}, unknown {extra})"
+        )
     for label in labels:
         value = table[label]
         if sequence:

@@ -40,12 +40,20 @@ def narration_lengths(job_dir: str | Path) -> list[int]:
     return lengths
 
 
-def length_summary(lengths: list[int], reference: float = REFERENCE_NARRATION_CHARS
-                   ) -> dict[str, Any]:
+def length_summary(
+    lengths: list[int], reference: float = REFERENCE_NARRATION_CHARS
+) -> dict[str, Any]:
     """n, mean, median, min, max and mean/reference of narration lengths (None when empty)."""
     if not lengths:
-        return {"n": 0, "mean": None, "median": None, "min": None, "max": None,
-                "reference_mean": reference, "ratio_to_reference": None}
+        return {
+            "n": 0,
+            "mean": None,
+            "median": None,
+            "min": None,
+            "max": None,
+            "reference_mean": reference,
+            "ratio_to_reference": None,
+        }
     mean = statistics.fmean(lengths)
     return {
         "n": len(lengths),
@@ -78,10 +86,14 @@ def main(argv: list[str] | None = None) -> int:
             found = True
             label = job.name if job == Path(arg) else str(job.relative_to(arg))
             s = length_summary(narration_lengths(job))
-            cells = [s[k] if s[k] is not None else "-" for k in
-                     ("n", "mean", "median", "min", "max", "ratio_to_reference")]
-            print(f"{label[-48:]:<48} {cells[0]:>4} {cells[1]:>7} {cells[2]:>7} "
-                  f"{cells[3]:>5} {cells[4]:>5} {cells[5]:>6}")
+            cells = [
+                s[k] if s[k] is not None else "-"
+                for k in ("n", "mean", "median", "min", "max", "ratio_to_reference")
+            ]
+            print(
+                f"{label[-48:]:<48} {cells[0]:>4} {cells[1]:>7} {cells[2]:>7} "
+                f"{cells[3]:>5} {cells[4]:>5} {cells[5]:>6}"
+            )
     if not found:
         print(f"no plans.jsonl under {', '.join(args)}", file=sys.stderr)
         return 1

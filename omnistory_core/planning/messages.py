@@ -19,8 +19,12 @@ from omnistory_core.components import Media
 from omnistory_core.planning.prompts import SYSTEM_PROMPT, PromptVariant, render_user_text
 
 #: PIL format name -> MIME type, for the formats both OpenAI and Anthropic accept as they are
-PASSTHROUGH_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp",
-                       "GIF": "image/gif"}
+PASSTHROUGH_FORMATS = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "WEBP": "image/webp",
+    "GIF": "image/gif",
+}
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,9 @@ def build_request(
     )
 
 
-def openai_chat_messages(request: PlannerRequest, *, image_detail: str | None = None
-                         ) -> list[dict[str, Any]]:
+def openai_chat_messages(
+    request: PlannerRequest, *, image_detail: str | None = None
+) -> list[dict[str, Any]]:
     """Chat Completions messages: a system message, then the image part and the text part."""
     image_url: dict[str, Any] = {"url": request.image.data_url()}
     if image_detail:

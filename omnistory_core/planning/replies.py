@@ -69,8 +69,10 @@ def reply_from_anthropic_message(response: Any, tool_name: str | None = None) ->
     text = None
     if tool_name is not None:
         for block in blocks:
-            if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) \
-                    == tool_name:
+            if (
+                getattr(block, "type", None) == "tool_use"
+                and getattr(block, "name", None) == tool_name
+            ):
                 text = json.dumps(getattr(block, "input", None), ensure_ascii=False)
                 break
     if text is None:
@@ -93,5 +95,9 @@ def reply_from_anthropic_message(response: Any, tool_name: str | None = None) ->
     )
 
 
-__all__ = ["ModelReply", "TRUNCATION_REASONS", "reply_from_anthropic_message",
-           "reply_from_chat_completion"]
+__all__ = [
+    "ModelReply",
+    "TRUNCATION_REASONS",
+    "reply_from_anthropic_message",
+    "reply_from_chat_completion",
+]

@@ -33,8 +33,9 @@ class Price:
         return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
 
 
-def parse_price_table(raw: Mapping[str, Any] | None, where: str = "planner.prices"
-                      ) -> dict[str, Price]:
+def parse_price_table(
+    raw: Mapping[str, Any] | None, where: str = "planner.prices"
+) -> dict[str, Price]:
     """Validate a price table; entries with a ``null`` price are left out (unknown price).
 
     Raises ``ValueError`` naming the entry and field for anything else that is not a
@@ -54,8 +55,10 @@ def parse_price_table(raw: Mapping[str, Any] | None, where: str = "planner.price
             raise ValueError(f"{where}.{model}: expected a mapping with {', '.join(PRICE_FIELDS)}")
         unknown = sorted(set(entry) - set(PRICE_FIELDS))
         if unknown:
-            raise ValueError(f"{where}.{model}: unknown field(s) {', '.join(map(str, unknown))}; "
-                             f"expected {', '.join(PRICE_FIELDS)}")
+            raise ValueError(
+                f"{where}.{model}: unknown field(s) {', '.join(map(str, unknown))}; "
+                f"expected {', '.join(PRICE_FIELDS)}"
+            )
         values: dict[str, float] = {}
         for name in PRICE_FIELDS:
             value = entry.get(name)
@@ -116,8 +119,11 @@ def usage_record(
     Token counts the API did not report are left out; ``cost_usd`` is present only when both
     counts and the model's price are known.
     """
-    usage: dict[str, int | float] = {"calls": 1, "attempts": int(attempts),
-                                     "retry_wait_s": round(float(waited_s), 6)}
+    usage: dict[str, int | float] = {
+        "calls": 1,
+        "attempts": int(attempts),
+        "retry_wait_s": round(float(waited_s), 6),
+    }
     if input_tokens is not None:
         usage["input_tokens"] = int(input_tokens)
     if output_tokens is not None:

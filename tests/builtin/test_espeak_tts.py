@@ -32,8 +32,14 @@ def tts() -> EspeakTTS:
 
 
 def item(**labels: str | None) -> dict:
-    base = {"utterance": TEXT, "speaker": "Fox", "emotion": "neutral", "speed": "normal",
-            "pitch": "normal", "gender": "female"}
+    base = {
+        "utterance": TEXT,
+        "speaker": "Fox",
+        "emotion": "neutral",
+        "speed": "normal",
+        "pitch": "normal",
+        "gender": "female",
+    }
     return {**base, **labels}
 
 
@@ -55,10 +61,10 @@ def f0_track(audio: Audio, fmin: float = 60.0, fmax: float = 400.0) -> np.ndarra
     floor = 0.1 * np.sqrt(np.mean(x**2))
     f0 = []
     for start in range(0, len(x) - frame, frame // 2):
-        w = x[start:start + frame] - x[start:start + frame].mean()
+        w = x[start : start + frame] - x[start : start + frame].mean()
         if np.sqrt(np.mean(w**2)) < floor:
             continue
-        ac = np.correlate(w, w, "full")[frame - 1:]
+        ac = np.correlate(w, w, "full")[frame - 1 :]
         ac = ac / ac[0]
         lag = lo + int(np.argmax(ac[lo:hi]))
         if ac[lag] > 0.5:  # clearly periodic: a voiced frame
@@ -99,8 +105,13 @@ def test_output_is_float32_mono_in_range_at_native_rate(tts):
 def test_same_inputs_give_identical_samples_whatever_was_spoken_before(tts):
     owl = speaker_for(tts, "f2", "female")  # f2 mixes in breath noise and has pitch flutter
     first = speak(tts, speaker=owl)
-    speak(tts, utterance="Something else entirely, quite long, spoken by someone else.",
-          gender="male", emotion="angry", speed="fast")
+    speak(
+        tts,
+        utterance="Something else entirely, quite long, spoken by someone else.",
+        gender="male",
+        emotion="angry",
+        speed="fast",
+    )
     speak(tts, utterance="And another one.", speaker=speaker_for(tts, "f3", "female"))
     again = speak(tts, speaker=owl)
     assert digest(first) == digest(again)
@@ -118,15 +129,23 @@ def test_same_inputs_give_identical_samples_in_another_process(tts):
         ".tobytes()).hexdigest() for c in json.loads(sys.argv[1])]))\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(cases)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert json.loads(out) == [digest(tts.run_one(c)) for c in cases]
 
 
 def test_concurrent_calls_match_sequential_ones(tts):
-    cases = [item(speaker=f"Speaker {i}", gender=g, emotion=e)
-             for i, (g, e) in enumerate([("female", "happy"), ("male", "sad"),
-                                         ("female", "angry"), ("male", "neutral")])]
+    cases = [
+        item(speaker=f"Speaker {i}", gender=g, emotion=e)
+        for i, (g, e) in enumerate(
+            [("female", "happy"), ("male", "sad"), ("female", "angry"), ("male", "neutral")]
+        )
+    ]
     sequential = [digest(tts.run_one(c)) for c in cases]
     with ThreadPoolExecutor(max_workers=4) as pool:
         parallel = [digest(a) for a in pool.map(tts.run_one, cases * 2)]
@@ -138,24 +157,28 @@ def test_seed_is_part_of_the_output_and_the_cache_key():
     assert a.output_params()["seed"] == 0 and b.output_params()["seed"] == 1
     assert a.output_params()["espeakng_loader"]  # a new eSpeak build must miss the cache
     # the f-variants with breath noise depend on the seed; find one and check it does
-    outputs = [(a.run_one(item(speaker=f"S{i}")), b.run_one(item(speaker=f"S{i}")))
-               for i in range(8)]
+    outputs = [
+        (a.run_one(item(speaker=f"S{i}")), b.run_one(item(speaker=f"S{i}"))) for i in range(8)
+    ]
     assert any(digest(x) != digest(y) for x, y in outputs)
 
 
 # -- label mapping -------------------------------------------------------------------------------
 @pytest.mark.parametrize("gender", ["female", "male"])
 def test_slow_is_longer_than_normal_is_longer_than_fast(tts, gender):
-    slow, normal, fast = (duration(speak(tts, gender=gender, speed=s))
-                          for s in ("slow", "normal", "fast"))
+    slow, normal, fast = (
+        duration(speak(tts, gender=gender, speed=s)) for s in ("slow", "normal", "fast")
+    )
     assert slow > 1.15 * normal and normal > 1.15 * fast, (slow, normal, fast)
 
 
 @pytest.mark.parametrize("gender", ["female", "male"])
 def test_high_is_above_normal_is_above_low_in_median_f0(tts, gender):
     for speaker in ("Fox", "Bear", "Owl"):
-        low, normal, high = (median_f0(speak(tts, gender=gender, speaker=speaker, pitch=p))
-                             for p in ("low", "normal", "high"))
+        low, normal, high = (
+            median_f0(speak(tts, gender=gender, speaker=speaker, pitch=p))
+            for p in ("low", "normal", "high")
+        )
         assert high > 1.07 * normal and normal > 1.07 * low, (speaker, low, normal, high)
 
 
@@ -189,9 +212,13 @@ def test_emotions_change_prosody_as_documented(tts):
 
 # -- voice choice --------------------------------------------------------------------------------
 def test_a_speaker_keeps_its_voice_across_utterances_and_labels(tts):
-    voices = {tts.voice_settings(item(speaker=name, utterance=text, emotion=e, pitch=p))[0]
-              for name in ("Little Bear", "little bear", " Little  Bear ")
-              for text in ("Hello.", TEXT) for e in EMOTION_PROSODY for p in ("low", "high")}
+    voices = {
+        tts.voice_settings(item(speaker=name, utterance=text, emotion=e, pitch=p))[0]
+        for name in ("Little Bear", "little bear", " Little  Bear ")
+        for text in ("Hello.", TEXT)
+        for e in EMOTION_PROSODY
+        for p in ("low", "high")
+    }
     assert len(voices) == 1
     # and the voice really is the speaker's: same audio for the same line by the same speaker
     a = speak(tts, speaker="Little Bear", utterance="Hello there.")
@@ -203,8 +230,9 @@ def test_a_speaker_keeps_its_voice_across_utterances_and_labels(tts):
 
 def test_speakers_are_spread_over_all_variants(tts):
     for gender, variants in VARIANTS_BY_GENDER.items():
-        used = {tts.voice_settings(item(speaker=f"Speaker {i}", gender=gender))[0]
-                for i in range(200)}
+        used = {
+            tts.voice_settings(item(speaker=f"Speaker {i}", gender=gender))[0] for i in range(200)
+        }
         assert used == {f"en-us+{v}" for v in variants}
 
 
@@ -218,7 +246,8 @@ def test_unknown_gender_is_not_biased_and_uses_a_real_gendered_voice(tts, missin
     name = names[0]
     resolved = "female" if voices[0].split("+")[1].startswith("f") else "male"
     assert digest(speak(tts, speaker=name, gender=missing)) == digest(
-        speak(tts, speaker=name, gender=resolved))
+        speak(tts, speaker=name, gender=resolved)
+    )
 
 
 def test_variants_used_exist_in_the_bundled_data():
@@ -238,12 +267,15 @@ def test_text_without_speech_is_an_empty_output_failure(tts):
     assert "no audible speech" in out.message
 
 
-@pytest.mark.parametrize("utterance", [
-    "“Don't go!” she cried — ‘please’.",
-    'He said "wait" and \'stop\'.',
-    "Café, naïve, Zoë… 🦊 狐狸!",
-    "Line one\nline two\x00 after a NUL <b>not markup</b> [[not phonemes]]",
-])
+@pytest.mark.parametrize(
+    "utterance",
+    [
+        "“Don't go!” she cried — ‘please’.",
+        "He said \"wait\" and 'stop'.",
+        "Café, naïve, Zoë… 🦊 狐狸!",
+        "Line one\nline two\x00 after a NUL <b>not markup</b> [[not phonemes]]",
+    ],
+)
 def test_unicode_quotes_and_odd_characters_are_spoken(tts, utterance):
     audio = speak(tts, utterance=utterance)
     assert duration(audio) > 0.5 and rms(audio) > 0.01
@@ -259,11 +291,13 @@ def test_missing_labels_default_to_normal_and_neutral(tts):
     explicit = speak(tts, emotion="neutral", speed="normal", pitch="normal")
     assert digest(speak(tts, emotion=None, speed="", pitch=" ")) == digest(explicit)
     assert digest(speak(tts, emotion="Neutral", speed=" NORMAL", pitch="normal")) == digest(
-        explicit)
+        explicit
+    )
 
 
-@pytest.mark.parametrize("field,value", [("emotion", "furious"), ("speed", "warp"),
-                                         ("pitch", "ultra")])
+@pytest.mark.parametrize(
+    "field,value", [("emotion", "furious"), ("speed", "warp"), ("pitch", "ultra")]
+)
 def test_invalid_label_is_a_plan_invalid_label_failure(tts, field, value):
     out = tts.run_one(item(**{field: value}))
     assert isinstance(out, Failure) and out.category == "plan_invalid_label"

@@ -101,8 +101,9 @@ def test_judges_over_a_sweep_land_in_the_scores_table(tmp_path: Path) -> None:
     ok_scores = sorted({r.score for r in rows if r.status == "ok"})
     assert set(ok_scores) <= {3.0, 4.0, 5.0, 6.0, 7.0, 8.0}
     # raw responses, parse status and repairs are kept for audit, one record per (system, example)
-    audit = [json.loads(x) for x in
-             (run_dir / f"audit/judge-{JUDGE}.jsonl").read_text().splitlines()]
+    audit = [
+        json.loads(x) for x in (run_dir / f"audit/judge-{JUDGE}.jsonl").read_text().splitlines()
+    ]
     assert len(audit) == 2 * N and all(a["detail"]["raw_response"] for a in audit)
     assert {a["detail"]["parse_method"] for a in audit} >= {"direct", "normalized"}
     # the report was rebuilt with the judge scores
@@ -156,28 +157,57 @@ def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> N
 
     rows = {}
     with LocalChatServer(lambda body: Reply(content=REPLIES[0])) as server:
-        for mode, env in (("inproc", {}),
-                          ("worker", {runner_env_var("judge", JUDGE): sys.executable})):
+        for mode, env in (
+            ("inproc", {}),
+            ("worker", {runner_env_var("judge", JUDGE): sys.executable}),
+        ):
             work = tmp_path / mode
             work.mkdir()
-            gen = run_cli("planner=copy", "image=copy", "dataset.limit=2", "output_root=out",
-                          "engine.progress=false", cwd=work)
+            gen = run_cli(
+                "planner=copy",
+                "image=copy",
+                "dataset.limit=2",
+                "output_root=out",
+                "engine.progress=false",
+                cwd=work,
+            )
             assert gen.returncode == 0, gen.stderr
             job = work / "out/runs/demo/copy-copy-espeak"
-            proc = run_cli("evaluate", str(job), "--metrics", "", "--judges", JUDGE,
-                           "--no-report", "--no-progress",
-                           "--set", f"judge.{JUDGE}.backend=openai",
-                           "--set", f"judge.{JUDGE}.base_url={server.base_url}",
-                           "--set", f"judge.{JUDGE}.repair=false", cwd=work, env=env)
+            proc = run_cli(
+                "evaluate",
+                str(job),
+                "--metrics",
+                "",
+                "--judges",
+                JUDGE,
+                "--no-report",
+                "--no-progress",
+                "--set",
+                f"judge.{JUDGE}.backend=openai",
+                "--set",
+                f"judge.{JUDGE}.base_url={server.base_url}",
+                "--set",
+                f"judge.{JUDGE}.repair=false",
+                cwd=work,
+                env=env,
+            )
             assert proc.returncode == 0, proc.stderr
-            rows[mode] = sorted((r.example_id, r.criterion, r.score, r.status)
-                                for r in read_scores(job / "scores.jsonl"))
+            rows[mode] = sorted(
+                (r.example_id, r.criterion, r.score, r.status)
+                for r in read_scores(job / "scores.jsonl")
+            )
     assert rows["inproc"] == rows["worker"] and len(rows["worker"]) == 8
 
 
 def test_metric_without_weights_is_stopped_before_scoring_and_never_scored(tmp_path: Path) -> None:
-    gen = run_cli("planner=copy", "image=copy", "dataset.limit=2", "output_root=out",
-                  "engine.progress=false", cwd=tmp_path)
+    gen = run_cli(
+        "planner=copy",
+        "image=copy",
+        "dataset.limit=2",
+        "output_root=out",
+        "engine.progress=false",
+        cwd=tmp_path,
+    )
     assert gen.returncode == 0, gen.stderr
     job = tmp_path / "out/runs/demo/copy-copy-espeak"
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"), "COLUMNS": "300"}

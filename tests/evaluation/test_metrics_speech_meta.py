@@ -468,27 +468,47 @@ SPEECH_PYTHON = os.environ.get("OMNISTORY_SPEECH_PYTHON") or str(ROOT / ".venvs/
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path(SPEECH_PYTHON).exists(),
-                    reason="no interpreter with speechbrain+funasr (set OMNISTORY_SPEECH_PYTHON)")
+@pytest.mark.skipif(
+    not Path(SPEECH_PYTHON).exists(),
+    reason="no interpreter with speechbrain+funasr (set OMNISTORY_SPEECH_PYTHON)",
+)
 def test_three_member_ensemble_with_speechbrain_and_emotion2vec_workers(models, wavs, tmp_path):
     build = subprocess.run(
-        [SPEECH_PYTHON, "-c",
-         "import sys; from omnistory_core.evaluation.metrics import testing as t;"
-         "t.build_speechbrain_iemocap_standin(sys.argv[1]); t.build_tiny_emotion2vec(sys.argv[2])",
-         str(tmp_path / "sb"), str(tmp_path / "e2v")],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            SPEECH_PYTHON,
+            "-c",
+            "import sys; from omnistory_core.evaluation.metrics import testing as t;"
+            "t.build_speechbrain_iemocap_standin(sys.argv[1]);"
+            " t.build_tiny_emotion2vec(sys.argv[2])",
+            str(tmp_path / "sb"),
+            str(tmp_path / "e2v"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert build.returncode == 0, build.stderr[-2000:]
-    members = {"speechbrain": str(tmp_path / "sb"), "hubert": str(models["hubert"]),
-               "emotion2vec": str(tmp_path / "e2v")}
-    params = {**tiny_speech_meta_params(models), "emotion_models": members,
-              "emotion_python": {"speechbrain": SPEECH_PYTHON, "emotion2vec": SPEECH_PYTHON}}
+    members = {
+        "speechbrain": str(tmp_path / "sb"),
+        "hubert": str(models["hubert"]),
+        "emotion2vec": str(tmp_path / "e2v"),
+    }
+    params = {
+        **tiny_speech_meta_params(models),
+        "emotion_models": members,
+        "emotion_python": {"speechbrain": SPEECH_PYTHON, "emotion2vec": SPEECH_PYTHON},
+    }
     m = SpeechMetaMetric(**params)
     m.load()
     try:
-        results = m.run_batch([{"candidate_speech": wavs[n], "reference_speech": REF}
-                               for n in ("low_short", "high_long")])
+        results = m.run_batch(
+            [
+                {"candidate_speech": wavs[n], "reference_speech": REF}
+                for n in ("low_short", "high_long")
+            ]
+        )
     finally:
         m.unload()
     for res in results:

@@ -12,8 +12,10 @@ import pytest
 from omnistory_core.evaluation import speech_analysis as sm
 from omnistory_core.evaluation.metrics.testing import synthetic_voice, write_wav
 
-needs_librosa = pytest.mark.skipif(importlib.util.find_spec("librosa") is None,
-                                   reason="librosa is not installed (pip install librosa)")
+needs_librosa = pytest.mark.skipif(
+    importlib.util.find_spec("librosa") is None,
+    reason="librosa is not installed (pip install librosa)",
+)
 
 
 # --- speed ---------------------------------------------------------------------------------

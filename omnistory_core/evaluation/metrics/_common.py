@@ -33,8 +33,7 @@ def model_unavailable(model: str, exc: BaseException) -> ComponentError:
             category="model_error",
         )
     return ComponentError(
-        f"skipped: {model} not available offline; {PREFETCH_HINT} "
-        f"({type(exc).__name__}: {exc})",
+        f"skipped: {model} not available offline; {PREFETCH_HINT} ({type(exc).__name__}: {exc})",
         category="model_error",
     )
 

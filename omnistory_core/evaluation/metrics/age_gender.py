@@ -64,7 +64,8 @@ class AgeGenderClassifier:
             for chunk in batched(indices, self.batch_size):
                 feats = self._extractor(
                     [np.asarray(segments[i], dtype=np.float32) for i in chunk],
-                    sampling_rate=SAMPLE_RATE, return_tensors="pt",
+                    sampling_rate=SAMPLE_RATE,
+                    return_tensors="pt",
                 )
                 with torch.no_grad():
                     _, _, probs = self._model(feats["input_values"].to(self.device))
@@ -88,9 +89,11 @@ class AgeGenderClassifier:
                 continue
             mean = [sum(r[k] for r in rows) / len(rows) for k in range(3)]
             female, male, child = mean
-            results.append(GenderPrediction(
-                label=binarize_gender(female, male),
-                probabilities={"female": female, "male": male, "child": child},
-                windows=len(rows),
-            ))
+            results.append(
+                GenderPrediction(
+                    label=binarize_gender(female, male),
+                    probabilities={"female": female, "male": male, "child": child},
+                    windows=len(rows),
+                )
+            )
         return results

@@ -37,15 +37,22 @@ class Transcript:
     def to_detail(self) -> dict[str, Any]:
         return {
             "text": self.text,
-            "words": [[c.get("text"), *(list(c.get("timestamp") or (None, None)))]
-                      for c in self.chunks],
+            "words": [
+                [c.get("text"), *(list(c.get("timestamp") or (None, None)))] for c in self.chunks
+            ],
         }
 
 
 class WhisperWordTimestamps:
-    def __init__(self, model: str = PAPER_MODEL, device: str = "cpu", batch_size: int = 8,
-                 language: str | None = None, chunk_length_s: int = 30,
-                 num_beams: int | None = None):
+    def __init__(
+        self,
+        model: str = PAPER_MODEL,
+        device: str = "cpu",
+        batch_size: int = 8,
+        language: str | None = None,
+        chunk_length_s: int = 30,
+        num_beams: int | None = None,
+    ):
         self.model_id = model
         self.device = device
         self.batch_size = batch_size

@@ -55,14 +55,19 @@ class BERTScoreMetric(Metric):
         Param("lang", str, "en", "bert_score's lang (picks the default model_type)"),
         Param("model_type", str, None, "checkpoint; null: bert_score's English default"),
         Param(
-            "num_layers", int, None,
-            "layer; null: the one bert_score tuned for model_type (17 for roberta-large)", ge=1,
+            "num_layers",
+            int,
+            None,
+            "layer; null: the one bert_score tuned for model_type (17 for roberta-large)",
+            ge=1,
         ),
         Param("idf", bool, False, "idf weighting (from the references)"),
         Param("rescale_with_baseline", bool, False, "rescale with bert_score's baseline"),
         Param("use_fast_tokenizer", bool, False, "bert_score's use_fast_tokenizer"),
         Param(
-            "restore_prefix_space", bool, False,
+            "restore_prefix_space",
+            bool,
+            False,
             "false: tokenize as the paper's transformers-5 environment did (first word without the"
             " RoBERTa space marker); true: as bert_score on transformers 4.x",
         ),
@@ -100,8 +105,9 @@ class BERTScoreMetric(Metric):
         p = self.params
         model = p["model_type"] or PAPER_MODEL
         if p["idf"]:
-            raise ValueError("bertscore: idf=True needs reference sentences up front; "
-                             "not supported")
+            raise ValueError(
+                "bertscore: idf=True needs reference sentences up front; not supported"
+            )
         self._scorer = load_or_skip(
             model,
             lambda: BERTScorer(
@@ -156,13 +162,19 @@ class BERTScoreMetric(Metric):
         cands = [require_text(item, "candidate_text") for item in items]
         refs = [require_text(item, "reference_text") for item in items]
         precision, recall, f1 = self._scorer.score(cands, refs, batch_size=self.batch_size)
-        detail_base = {"model": self._scorer.model_type, "num_layers": self._scorer.num_layers,
-                       "first_word_prefix_space": self.first_word_prefix_space}
+        detail_base = {
+            "model": self._scorer.model_type,
+            "num_layers": self._scorer.num_layers,
+            "first_word_prefix_space": self.first_word_prefix_space,
+        }
         return [
             EvalResult(
                 scores={"f1": float(f1[i])},
-                detail={**detail_base, "precision": float(precision[i]),
-                        "recall": float(recall[i])},
+                detail={
+                    **detail_base,
+                    "precision": float(precision[i]),
+                    "recall": float(recall[i]),
+                },
             )
             for i in range(len(items))
         ]

@@ -143,8 +143,10 @@ class CLIPMetric(Metric):
         return found, errors
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult]:
-        pairs = [(require_media(i, "candidate_image"), require_media(i, "reference_image"))
-                 for i in items]
+        pairs = [
+            (require_media(i, "candidate_image"), require_media(i, "reference_image"))
+            for i in items
+        ]
         media = [m for pair in pairs for m in pair]
         emb: dict[str, Any] = {}
         errors: dict[str, str] = {}
@@ -156,8 +158,11 @@ class CLIPMetric(Metric):
         for cand, ref in pairs:
             bad = [errors[m.sha256] for m in (cand, ref) if m.sha256 in errors]
             if bad:
-                results.append(EvalResult(scores={"cosine": None}, status="invalid",
-                                          detail={"error": "; ".join(bad)}))
+                results.append(
+                    EvalResult(
+                        scores={"cosine": None}, status="invalid", detail={"error": "; ".join(bad)}
+                    )
+                )
                 continue
             cosine = float((emb[cand.sha256] * emb[ref.sha256]).sum())
             results.append(EvalResult(scores={"cosine": cosine}))

@@ -64,8 +64,15 @@ class InProcessMember:
 class WorkerMember:
     """A recognizer in another Python environment (see :mod:`emotion_backends`)."""
 
-    def __init__(self, backend: str, model: str, device: str, python: str,
-                 workdir: str | None = None, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        backend: str,
+        model: str,
+        device: str,
+        python: str,
+        workdir: str | None = None,
+        timeout_s: float = 600.0,
+    ):
         self.backend, self.model, self.device, self.python = backend, model, device, python
         self.workdir = workdir
         self.timeout_s = timeout_s
@@ -81,9 +88,21 @@ class WorkerMember:
         cwd = self.workdir or self._tmp.name
         try:
             self._proc = subprocess.Popen(
-                [self.python, emotion_backends.__file__, "--backend", self.backend,
-                 "--model", self.model, "--device", self.device],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, cwd=cwd,
+                [
+                    self.python,
+                    emotion_backends.__file__,
+                    "--backend",
+                    self.backend,
+                    "--model",
+                    self.model,
+                    "--device",
+                    self.device,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=cwd,
                 bufsize=1,
             )
         except OSError as exc:
@@ -100,7 +119,8 @@ class WorkerMember:
         if not hello.get("ready"):
             reason = hello.get("fatal") or (
                 f"no answer within {self.timeout_s:g} s ({self._tail_log()})"
-                if self._proc.poll() is None else f"worker exited ({self._tail_log()})"
+                if self._proc.poll() is None
+                else f"worker exited ({self._tail_log()})"
             )
             self.close(grace_s=0.0)
             if hello.get("missing_checkpoint"):
@@ -186,15 +206,22 @@ class EmotionPrediction:
 class EmotionEnsemble:
     """Members in configuration order, equal weights."""
 
-    def __init__(self, members: dict[str, str], device: str = "cpu",
-                 python: dict[str, str | None] | None = None, log_scores: str = "auto",
-                 workdir: str | None = None):
+    def __init__(
+        self,
+        members: dict[str, str],
+        device: str = "cpu",
+        python: dict[str, str | None] | None = None,
+        log_scores: str = "auto",
+        workdir: str | None = None,
+    ):
         if not members:
             raise ValueError("speech_meta: emotion_models must name at least one recognizer")
         unknown = sorted(set(members) - set(emotion_backends.BACKENDS))
         if unknown:
-            raise ValueError(f"speech_meta: unknown emotion backend(s) {unknown}; "
-                             f"known: {sorted(emotion_backends.BACKENDS)}")
+            raise ValueError(
+                f"speech_meta: unknown emotion backend(s) {unknown}; "
+                f"known: {sorted(emotion_backends.BACKENDS)}"
+            )
         self.members = dict(members)
         self.device = device
         self.python = dict(python or {})

@@ -35,8 +35,17 @@ from typing import Any
 Predictor = Callable[[Any], tuple[list[str], list[float]]]
 
 #: emotion2vec's nine classes in output index order (used when funasr returns scores only)
-EMOTION2VEC_ORDER = ("angry", "disgusted", "fearful", "happy", "neutral", "other", "sad",
-                     "surprised", "unknown")
+EMOTION2VEC_ORDER = (
+    "angry",
+    "disgusted",
+    "fearful",
+    "happy",
+    "neutral",
+    "other",
+    "sad",
+    "surprised",
+    "unknown",
+)
 #: index order of the IEMOCAP checkpoint's label encoder, if the encoder cannot be read
 SPEECHBRAIN_FALLBACK_ORDER = ("neu", "ang", "hap", "sad")
 
@@ -182,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         # the same test as the parent's is_missing_checkpoint (this file cannot import it)
         missing = isinstance(exc, OSError) or type(exc).__module__.startswith("huggingface_hub")
-        protocol.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}",
-                                   "missing_checkpoint": missing}) + "\n")
+        protocol.write(
+            json.dumps({"fatal": f"{type(exc).__name__}: {exc}", "missing_checkpoint": missing})
+            + "\n"
+        )
         protocol.flush()
         return 1
     protocol.write(json.dumps({"ready": True}) + "\n")

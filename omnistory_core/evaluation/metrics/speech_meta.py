@@ -132,39 +132,57 @@ class SpeechMetaMetric(Metric):
         Param("whisper_model", str, WHISPER_MODEL, "ASR with word timestamps (speed)"),
         Param("gender_model", str, GENDER_MODEL, "age/gender classifier (3.0 s windows)"),
         Param(
-            "emotion_models", dict, dict(PAPER_MEMBERS),
+            "emotion_models",
+            dict,
+            dict(PAPER_MEMBERS),
             "backend -> checkpoint: the equal-weight emotion ensemble, in this order",
         ),
         Param(
-            "calibration", str, None,
+            "calibration",
+            str,
+            None,
             "path to a thresholds JSON (speed, pitch by gender); null: the paper's thresholds"
             " (the thresholds, not the path, are in the cache key)",
         ),
         Param("language", str, None, "Whisper language hint; null: detect"),
         Param(
-            "asr_input", str, "path",
+            "asr_input",
+            str,
+            "path",
             "path: Whisper's pipeline decodes the original file with ffmpeg (the paper); array:"
             " the untrimmed 16 kHz librosa signal (no ffmpeg)",
             choices=("path", "array"),
         ),
         Param(
-            "asr_num_beams", int, None,
-            "beams of the ASR pipeline; null: the transformers default (5 in 5.x)", ge=1,
+            "asr_num_beams",
+            int,
+            None,
+            "beams of the ASR pipeline; null: the transformers default (5 in 5.x)",
+            ge=1,
         ),
         Param(
-            "speechbrain_log_scores", str, "auto",
+            "speechbrain_log_scores",
+            str,
+            "auto",
             "auto: exp() of SpeechBrain's log posteriors; never: clip like the public harness",
             choices=("auto", "never"),
         ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param(
-            "emotion_python", (dict, None), {"speechbrain": None, "emotion2vec": None},
+            "emotion_python",
+            (dict, None),
+            {"speechbrain": None, "emotion2vec": None},
             "backend -> python interpreter of another environment that runs that recognizer"
             " (e.g. .venvs/tts/bin/python: SpeechBrain needs torchaudio, emotion2vec funasr)",
             runtime=True,
         ),
-        Param("worker_dir", str, None, "working directory of those workers; null: a temporary one",
-              runtime=True),
+        Param(
+            "worker_dir",
+            str,
+            None,
+            "working directory of those workers; null: a temporary one",
+            runtime=True,
+        ),
         Param("asr_batch_size", int, 8, "ASR items per call", runtime=True, ge=1),
     )
 
@@ -179,8 +197,11 @@ class SpeechMetaMetric(Metric):
     @classmethod
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         members = params.get("emotion_models") or PAPER_MEMBERS
-        return [params.get("whisper_model") or WHISPER_MODEL,
-                params.get("gender_model") or GENDER_MODEL, *members.values()]
+        return [
+            params.get("whisper_model") or WHISPER_MODEL,
+            params.get("gender_model") or GENDER_MODEL,
+            *members.values(),
+        ]
 
     def output_params(self) -> dict[str, Any]:
         # the thresholds, not the calibration file's path, decide the labels
@@ -201,13 +222,16 @@ class SpeechMetaMetric(Metric):
 
         needs = [package_need(m, METRICS_EXTRA) for m in ("transformers", "torch", "librosa")]
         if self.params["asr_input"] == "path" and shutil.which("ffmpeg") is None:
-            needs.append(Need(
-                "config", "ffmpeg",
-                "install ffmpeg (apt-get install ffmpeg, conda install ffmpeg), or set "
-                "metric.speech_meta.asr_input=array to decode with librosa",
-                "asr_input=path: the Whisper pipeline decodes the audio file with the ffmpeg "
-                "binary, which is not on PATH",
-            ))
+            needs.append(
+                Need(
+                    "config",
+                    "ffmpeg",
+                    "install ffmpeg (apt-get install ffmpeg, conda install ffmpeg), or set "
+                    "metric.speech_meta.asr_input=array to decode with librosa",
+                    "asr_input=path: the Whisper pipeline decodes the audio file with the ffmpeg "
+                    "binary, which is not on PATH",
+                )
+            )
         workers = dict(self.params.get("emotion_python") or {})
         for backend in dict(self.params["emotion_models"]):
             python = workers.get(backend)
@@ -216,10 +240,16 @@ class SpeechMetaMetric(Metric):
                 needs.append(Need("interpreter", str(python), f"create it or correct {setting}"))
                 continue
             for module in EMOTION_PACKAGES.get(backend, ()):
-                needs.append(package_need(module, f"pip install {module}, or set {setting}="
-                                                  "<python of an environment that has it>"))
-        return needs + [weights_need(c, "metric=speech_meta")
-                        for c in self.checkpoints(self.params)]
+                needs.append(
+                    package_need(
+                        module,
+                        f"pip install {module}, or set {setting}="
+                        "<python of an environment that has it>",
+                    )
+                )
+        return needs + [
+            weights_need(c, "metric=speech_meta") for c in self.checkpoints(self.params)
+        ]
 
     def load(self) -> None:
         from omnistory_core.hub import load_cache_first
@@ -235,11 +265,21 @@ class SpeechMetaMetric(Metric):
                 "file with it); install ffmpeg or set asr_input=array"
             )
         device = resolve_device(p.get("device"))
-        asr = WhisperWordTimestamps(p["whisper_model"], device, int(p.get("asr_batch_size") or 8),
-                                    p["language"], num_beams=p["asr_num_beams"])
+        asr = WhisperWordTimestamps(
+            p["whisper_model"],
+            device,
+            int(p.get("asr_batch_size") or 8),
+            p["language"],
+            num_beams=p["asr_num_beams"],
+        )
         gender = AgeGenderClassifier(p["gender_model"], device)
-        emotion = EmotionEnsemble(dict(p["emotion_models"]), device, p.get("emotion_python"),
-                                  p["speechbrain_log_scores"], p.get("worker_dir"))
+        emotion = EmotionEnsemble(
+            dict(p["emotion_models"]),
+            device,
+            p.get("emotion_python"),
+            p["speechbrain_log_scores"],
+            p.get("worker_dir"),
+        )
         asr.load()
         gender.load()
         emotion.start()
@@ -266,8 +306,9 @@ class SpeechMetaMetric(Metric):
             try:
                 audio[n] = load_speech(media.path)
             except ValueError as exc:
-                results[n] = EvalResult(scores=dict.fromkeys(FIELDS), status="invalid",
-                                        detail={"error": str(exc)})
+                results[n] = EvalResult(
+                    scores=dict.fromkeys(FIELDS), status="invalid", detail={"error": str(exc)}
+                )
         order = sorted(audio)
         if self.params["asr_input"] == "path":  # the paper: the pipeline decodes the file
             full = [str(require_media(items[n], "candidate_speech").path) for n in order]
@@ -281,8 +322,9 @@ class SpeechMetaMetric(Metric):
             results[n] = self._score(refs[n], trimmed[k], transcripts[k], genders[k], emotions[k])
         return results  # type: ignore[return-value]
 
-    def _score(self, ref: dict[str, str], wave: Any, transcript: Any, gender: Any,
-               emotion: Any) -> EvalResult:
+    def _score(
+        self, ref: dict[str, str], wave: Any, transcript: Any, gender: Any, emotion: Any
+    ) -> EvalResult:
         predicted: dict[str, str | None] = dict.fromkeys(FIELDS)
         detail: dict[str, Any] = {"errors": {}}
         if isinstance(gender, Exception):
@@ -311,8 +353,11 @@ class SpeechMetaMetric(Metric):
             detail["emotion_probs"] = emotion.probabilities
             detail["emotion_members"] = emotion.members
         detail["predicted"] = predicted
-        infrastructure = [_err(x) for x in (transcript, gender, emotion)
-                          if isinstance(x, Exception) and is_infrastructure_exception(x)]
+        infrastructure = [
+            _err(x)
+            for x in (transcript, gender, emotion)
+            if isinstance(x, Exception) and is_infrastructure_exception(x)
+        ]
         if infrastructure:  # not a verdict on this clip: an error row, scored again next run
             detail["error"] = "; ".join(infrastructure)
             return EvalResult(scores=dict.fromkeys(FIELDS), status="error", detail=detail)

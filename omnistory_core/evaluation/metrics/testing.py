@@ -25,8 +25,13 @@ def _bpe(directory: Path, vocab_size: int, special_tokens: list[str]) -> tuple[s
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(_CORPUS * 5, vocab_size=vocab_size, min_frequency=1,
-                            special_tokens=special_tokens, show_progress=False)
+    bpe.train_from_iterator(
+        _CORPUS * 5,
+        vocab_size=vocab_size,
+        min_frequency=1,
+        special_tokens=special_tokens,
+        show_progress=False,
+    )
     bpe.save_model(str(directory))
     return str(directory / "vocab.json"), str(directory / "merges.txt")
 
@@ -54,11 +59,17 @@ def build_tiny_roberta(directory: str | Path, seed: int = 0, layers: int = 3) ->
     vocab, merges = _bpe(d, 300, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     tok = RobertaTokenizer(vocab=vocab, merges=merges, model_max_length=64)
     tok.save_pretrained(d)
-    cfg = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=layers,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
-                        pad_token_id=_token_id(tok.pad_token_id),
-                        bos_token_id=_token_id(tok.bos_token_id),
-                        eos_token_id=_token_id(tok.eos_token_id))
+    cfg = RobertaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=80,
+        pad_token_id=_token_id(tok.pad_token_id),
+        bos_token_id=_token_id(tok.bos_token_id),
+        eos_token_id=_token_id(tok.eos_token_id),
+    )
     RobertaModel(cfg).save_pretrained(d)
     return d
 
@@ -78,26 +89,47 @@ def build_tiny_clip(directory: str | Path, seed: int = 0, image_size: int = 32) 
     _seed(seed)
     vocab, merges = _bpe(d, 280, ["<|startoftext|>", "<|endoftext|>"])
     tok = CLIPTokenizer(vocab=vocab, merges=merges)
-    images = CLIPImageProcessor(size={"shortest_edge": image_size},
-                                crop_size={"height": image_size, "width": image_size})
+    images = CLIPImageProcessor(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+    )
     CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(d)
     cfg = CLIPConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=16,
-                         bos_token_id=tok.convert_tokens_to_ids("<|startoftext|>"),
-                         eos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
-                         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>")),
-        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                           num_attention_heads=2, image_size=image_size, patch_size=8),
+        text_config=dict(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=16,
+            bos_token_id=tok.convert_tokens_to_ids("<|startoftext|>"),
+            eos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
+            pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
+        ),
+        vision_config=dict(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=image_size,
+            patch_size=8,
+        ),
         projection_dim=8,
     )
     CLIPModel(cfg).save_pretrained(d)
     return d
 
 
-WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>",
-                    "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
-                    "<|notimestamps|>"]
+WHISPER_SPECIALS = [
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nospeech|>",
+    "<|notimestamps|>",
+]
 
 
 def build_tiny_whisper(directory: str | Path, seed: int = 0) -> Path:
@@ -120,27 +152,48 @@ def build_tiny_whisper(directory: str | Path, seed: int = 0) -> Path:
     tok = WhisperTokenizer(vocab=vocab, merges=merges, pad_token="<|endoftext|>")
     tok.add_special_tokens({"additional_special_tokens": WHISPER_SPECIALS[1:]})
     # timestamp tokens follow <|notimestamps|> directly, 0.02 s apart, as in the real vocabulary
-    tok.add_tokens([AddedToken(f"<|{i * 0.02:.2f}|>", lstrip=False, rstrip=False)
-                    for i in range(1501)])
+    tok.add_tokens(
+        [AddedToken(f"<|{i * 0.02:.2f}|>", lstrip=False, rstrip=False) for i in range(1501)]
+    )
     ids = {s: _token_id(tok.convert_tokens_to_ids(s)) for s in WHISPER_SPECIALS}
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80),
-                     tokenizer=tok).save_pretrained(d)
+    WhisperProcessor(
+        feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tok
+    ).save_pretrained(d)
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
     cfg = WhisperConfig(
-        vocab_size=len(tok), num_mel_bins=80, d_model=16, encoder_layers=1, decoder_layers=1,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-        decoder_ffn_dim=32, max_source_positions=1500, max_target_positions=64,
-        pad_token_id=eot, bos_token_id=eot, eos_token_id=eot, decoder_start_token_id=sot,
-        begin_suppress_tokens=None, suppress_tokens=None,
+        vocab_size=len(tok),
+        num_mel_bins=80,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        decoder_start_token_id=sot,
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
     )
     model = WhisperForConditionalGeneration(cfg)
     model.generation_config = GenerationConfig(
-        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-        max_length=10, no_timestamps_token_id=ids["<|notimestamps|>"],
-        prev_sot_token_id=ids["<|startofprev|>"], is_multilingual=True,
+        decoder_start_token_id=sot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        max_length=10,
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        prev_sot_token_id=ids["<|startofprev|>"],
+        is_multilingual=True,
         lang_to_id={"<|en|>": ids["<|en|>"]},
         task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
-        alignment_heads=[[0, 0], [0, 1]], max_initial_timestamp_index=50, suppress_tokens=[],
+        alignment_heads=[[0, 0], [0, 1]],
+        max_initial_timestamp_index=50,
+        suppress_tokens=[],
         begin_suppress_tokens=[eot],
     )
     model.save_pretrained(d)
@@ -149,16 +202,29 @@ def build_tiny_whisper(directory: str | Path, seed: int = 0) -> Path:
 
 def _tiny_wav2vec2_kwargs() -> dict[str, Any]:
     # default 7-layer feature encoder (stride 320, as the real models) with 8 channels
-    return dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                conv_dim=(8,) * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-                feat_extract_norm="layer", do_stable_layer_norm=True)
+    return dict(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        conv_dim=(8,) * 7,
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="layer",
+        do_stable_layer_norm=True,
+    )
 
 
 def _save_extractor(d: Path) -> None:
     from transformers import Wav2Vec2FeatureExtractor
 
-    Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0,
-                             do_normalize=True, return_attention_mask=True).save_pretrained(d)
+    Wav2Vec2FeatureExtractor(
+        feature_size=1,
+        sampling_rate=16000,
+        padding_value=0.0,
+        do_normalize=True,
+        return_attention_mask=True,
+    ).save_pretrained(d)
 
 
 def build_tiny_hubert_er(directory: str | Path, seed: int = 0) -> Path:
@@ -170,9 +236,12 @@ def build_tiny_hubert_er(directory: str | Path, seed: int = 0) -> Path:
     _seed(seed)
     labels = ["neu", "hap", "ang", "sad"]
     # four labels: id2label sets num_labels
-    cfg = HubertConfig(**_tiny_wav2vec2_kwargs(), classifier_proj_size=8,
-                       id2label=dict(enumerate(labels)),
-                       label2id={lab: i for i, lab in enumerate(labels)})
+    cfg = HubertConfig(
+        **_tiny_wav2vec2_kwargs(),
+        classifier_proj_size=8,
+        id2label=dict(enumerate(labels)),
+        label2id={lab: i for i, lab in enumerate(labels)},
+    )
     HubertForSequenceClassification(cfg).save_pretrained(d)
     _save_extractor(d)
     return d
@@ -280,8 +349,10 @@ def build_speechbrain_iemocap_standin(directory: str | Path, seed: int = 0) -> P
     d.mkdir(parents=True, exist_ok=True)
     encoder = build_tiny_wav2vec2(d / "encoder", seed)
     _seed(seed)
-    torch.save(torch.nn.ModuleList([Linear(input_size=16, n_neurons=4, bias=False)]).state_dict(),
-               d / "model.ckpt")
+    torch.save(
+        torch.nn.ModuleList([Linear(input_size=16, n_neurons=4, bias=False)]).state_dict(),
+        d / "model.ckpt",
+    )
     labels = CategoricalEncoder()
     for label in ("neu", "ang", "hap", "sad"):
         labels.add_label(label)
@@ -293,8 +364,17 @@ def build_speechbrain_iemocap_standin(directory: str | Path, seed: int = 0) -> P
     return d
 
 
-EMOTION2VEC_TOKENS = ["生气/angry", "厌恶/disgusted", "恐惧/fearful", "开心/happy", "中立/neutral",
-                      "其他/other", "难过/sad", "吃惊/surprised", "<unk>"]
+EMOTION2VEC_TOKENS = [
+    "生气/angry",
+    "厌恶/disgusted",
+    "恐惧/fearful",
+    "开心/happy",
+    "中立/neutral",
+    "其他/other",
+    "难过/sad",
+    "吃惊/surprised",
+    "<unk>",
+]
 
 
 def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
@@ -306,24 +386,69 @@ def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
     from funasr.models.emotion2vec.model import Emotion2vec  # pyright: ignore[reportMissingImports]
 
     audio = dict(
-        type="AUDIO", feature_encoder_spec="[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2",
-        extractor_mode="layer_norm", conv_pos_depth=1, conv_pos_width=4, conv_pos_groups=2,
-        conv_pos_pre_ln=False, start_drop_path_rate=0.0, end_drop_path_rate=0.0, prenet_depth=1,
-        prenet_layerdrop=0.0, prenet_dropout=0.0, decoder=None, num_extra_tokens=0,
-        init_extra_token_zero=True, use_alibi_encoder=True, learned_alibi=False,
-        alibi_max_pos=None, learned_alibi_scale=True, learned_alibi_scale_per_head=True,
-        learned_alibi_scale_per_layer=False, num_alibi_heads=2, model_depth=1,
-        local_grad_mult=1.0, alibi_scale=1.0, mask_noise_std=0.01, keep_masked_pct=0.0,
-        inverse_mask=False, mask_prob=0.0, mask_prob_min=None, mask_length=5, mask_dropout=0.0,
-        add_masks=False, mask_channel_prob=0.0, mask_channel_length=64, encoder_zero_mask=True,
-        ema_local_encoder=False, mask_prob_adjust=0.0, remove_masks=False,
+        type="AUDIO",
+        feature_encoder_spec="[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2",
+        extractor_mode="layer_norm",
+        conv_pos_depth=1,
+        conv_pos_width=4,
+        conv_pos_groups=2,
+        conv_pos_pre_ln=False,
+        start_drop_path_rate=0.0,
+        end_drop_path_rate=0.0,
+        prenet_depth=1,
+        prenet_layerdrop=0.0,
+        prenet_dropout=0.0,
+        decoder=None,
+        num_extra_tokens=0,
+        init_extra_token_zero=True,
+        use_alibi_encoder=True,
+        learned_alibi=False,
+        alibi_max_pos=None,
+        learned_alibi_scale=True,
+        learned_alibi_scale_per_head=True,
+        learned_alibi_scale_per_layer=False,
+        num_alibi_heads=2,
+        model_depth=1,
+        local_grad_mult=1.0,
+        alibi_scale=1.0,
+        mask_noise_std=0.01,
+        keep_masked_pct=0.0,
+        inverse_mask=False,
+        mask_prob=0.0,
+        mask_prob_min=None,
+        mask_length=5,
+        mask_dropout=0.0,
+        add_masks=False,
+        mask_channel_prob=0.0,
+        mask_channel_length=64,
+        encoder_zero_mask=True,
+        ema_local_encoder=False,
+        mask_prob_adjust=0.0,
+        remove_masks=False,
     )
     conf = dict(
-        loss_beta=0.0, loss_scale=None, depth=1, start_drop_path_rate=0.0, end_drop_path_rate=0.0,
-        num_heads=2, norm_eps=1e-5, norm_affine=True, encoder_dropout=0.0, post_mlp_drop=0.0,
-        attention_dropout=0.0, activation_dropout=0.0, dropout_input=0.0, layerdrop=0.0,
-        embed_dim=16, mlp_ratio=2.0, layer_norm_first=False, average_top_k_layers=1,
-        end_of_block_targets=False, clone_batch=1, normalize=True, modalities=dict(audio=audio),
+        loss_beta=0.0,
+        loss_scale=None,
+        depth=1,
+        start_drop_path_rate=0.0,
+        end_drop_path_rate=0.0,
+        num_heads=2,
+        norm_eps=1e-5,
+        norm_affine=True,
+        encoder_dropout=0.0,
+        post_mlp_drop=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        dropout_input=0.0,
+        layerdrop=0.0,
+        embed_dim=16,
+        mlp_ratio=2.0,
+        layer_norm_first=False,
+        average_top_k_layers=1,
+        end_of_block_targets=False,
+        clone_batch=1,
+        normalize=True,
+        modalities=dict(audio=audio),
     )
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -331,11 +456,16 @@ def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
     model = Emotion2vec(model_conf=conf, vocab_size=len(EMOTION2VEC_TOKENS))
     torch.save(model.state_dict(), d / "model.pt")
     (d / "tokens.txt").write_text("\n".join(EMOTION2VEC_TOKENS) + "\n", encoding="utf-8")
-    config = {"model": "Emotion2vec", "model_conf": conf, "tokenizer": "CharTokenizer",
-              "tokenizer_conf": {"unk_symbol": "<unk>", "split_with_space": True}}
+    config = {
+        "model": "Emotion2vec",
+        "model_conf": conf,
+        "tokenizer": "CharTokenizer",
+        "tokenizer_conf": {"unk_symbol": "<unk>", "split_with_space": True},
+    }
     # JSON is valid YAML, and needs no yaml library in that environment
-    (d / "config.yaml").write_text(json.dumps(config, ensure_ascii=False, indent=1),
-                                   encoding="utf-8")
+    (d / "config.yaml").write_text(
+        json.dumps(config, ensure_ascii=False, indent=1), encoding="utf-8"
+    )
     return d
 
 
@@ -351,8 +481,13 @@ def build_all(directory: str | Path, seed: int = 0) -> dict[str, Path]:
     }
 
 
-def synthetic_voice(f0_hz: float, seconds: float = 1.0, sample_rate: int = 16000,
-                    syllables_per_second: float = 0.0, seed: int = 0) -> Any:
+def synthetic_voice(
+    f0_hz: float,
+    seconds: float = 1.0,
+    sample_rate: int = 16000,
+    syllables_per_second: float = 0.0,
+    seed: int = 0,
+) -> Any:
     """A voiced, harmonic-rich float32 signal with known F0 (5 harmonics, 1/k amplitudes); with
     ``syllables_per_second`` > 0 it is gated into bursts separated by silence."""
     import numpy as np

@@ -28,10 +28,17 @@ def test_planner_grid_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with RecordingServer() as srv:
         proc = run_omnistory_cli(
-            "-m", "planner=claude,gpt", "image=copy", "tts=espeak", "dataset.limit=2",
-            f"++planner.base_url={srv.openai_base_url}", f"++planner.api_key_env={KEY_VAR}",
-            f"output_root={out}", "engine.progress=false",
-            cwd=str(tmp_path), env={KEY_VAR: KEY},
+            "-m",
+            "planner=claude,gpt",
+            "image=copy",
+            "tts=espeak",
+            "dataset.limit=2",
+            f"++planner.base_url={srv.openai_base_url}",
+            f"++planner.api_key_env={KEY_VAR}",
+            f"output_root={out}",
+            "engine.progress=false",
+            cwd=str(tmp_path),
+            env={KEY_VAR: KEY},
         )
         messages, chats = srv.requests_for("messages"), srv.requests_for("chat")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -35,8 +35,15 @@ def items():
 
 
 def planner(server, **params):
-    return ClaudePlanner(**{"base_url": server.url, "api_key_env": KEY_VAR, "max_retries": 2,
-                            "timeout_s": 30, **params})
+    return ClaudePlanner(
+        **{
+            "base_url": server.url,
+            "api_key_env": KEY_VAR,
+            "max_retries": 2,
+            "timeout_s": 30,
+            **params,
+        }
+    )
 
 
 def test_sends_image_block_schema_model_and_key(server, items):
@@ -49,14 +56,16 @@ def test_sends_image_block_schema_model_and_key(server, items):
         body = request.body
         # anthropic 2.x sends the key as a bearer token (older SDKs used x-api-key)
         sent_key = request.headers.get("x-api-key") or request.headers.get(
-            "authorization", "").removeprefix("Bearer ")
+            "authorization", ""
+        ).removeprefix("Bearer ")
         assert sent_key == KEY
         assert "anthropic-version" in request.headers
         assert body["model"] == "claude-opus-4-7"
         assert body["max_tokens"] == 2048
         assert body["system"] == SYSTEM_PROMPT
-        assert body["output_config"] == {"format": {"type": "json_schema",
-                                                    "schema": claude_plan_schema()}}
+        assert body["output_config"] == {
+            "format": {"type": "json_schema", "schema": claude_plan_schema()}
+        }
         block, text = body["messages"][0]["content"]
         assert block["type"] == "image" and block["source"]["type"] == "base64"
         assert block["source"]["media_type"] == "image/png"
@@ -158,8 +167,9 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
 
     from omnistory_core.params import config_node
 
-    conf = yaml.safe_load(resources.files("omnistory_anthropic.conf").joinpath(
-        "planner", "claude.yaml").read_text())
+    conf = yaml.safe_load(
+        resources.files("omnistory_anthropic.conf").joinpath("planner", "claude.yaml").read_text()
+    )
     assert conf == {"name": "claude"}
     node = config_node(ClaudePlanner)
     assert set(node) - {"name"} == set(ClaudePlanner.param_defaults) - {"seed"}

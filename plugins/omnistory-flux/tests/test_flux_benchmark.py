@@ -15,8 +15,13 @@ pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="benchmarks/ is not 
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def test_without_cuda_it_exits_with_a_clear_message():
@@ -27,8 +32,21 @@ def test_without_cuda_it_exits_with_a_clear_message():
 
 def test_tiny_smoke_run_writes_its_report(tmp_path):
     out = tmp_path / "bench.json"
-    result = run("--tiny", "--allow-cpu", "--images", "2", "--batch-sizes", "1,2", "--steps", "2",
-                 "--size", "64", "--json", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
+    result = run(
+        "--tiny",
+        "--allow-cpu",
+        "--images",
+        "2",
+        "--batch-sizes",
+        "1,2",
+        "--steps",
+        "2",
+        "--size",
+        "64",
+        "--json",
+        str(out),
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
     assert [r["batch_size"] for r in report["results"]] == [1, 2]
@@ -55,8 +73,10 @@ def test_full_size_configuration_matches_flux1_dev_parameter_counts():
     from omnistory_flux.random_pipeline import random_flux_pipeline
 
     pipe = random_flux_pipeline("dev", "full", device="meta", dtype=torch.bfloat16)
-    counts = {name: sum(p.numel() for p in getattr(pipe, name).parameters())
-              for name in ("transformer", "text_encoder_2", "text_encoder", "vae")}
+    counts = {
+        name: sum(p.numel() for p in getattr(pipe, name).parameters())
+        for name in ("transformer", "text_encoder_2", "text_encoder", "vae")
+    }
     assert round(counts["transformer"] / 1e9, 2) == 11.90
     assert round(counts["text_encoder_2"] / 1e9, 2) == 4.76
     assert round(counts["text_encoder"] / 1e6) == 123

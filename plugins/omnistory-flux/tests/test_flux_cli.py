@@ -13,8 +13,14 @@ from PIL import Image
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "omnistory_core", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "omnistory_core", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def run_dir(root: Path, system_id: str) -> Path:
@@ -27,8 +33,15 @@ def records(path: Path) -> list[dict]:
 
 def test_cli_runs_dev_then_serves_it_from_the_cache(tiny_dev, tmp_path):
     out = tmp_path / "out"
-    args = ("image=dev", f"image.model={tiny_dev}", "image.height=64", "image.width=64",
-            "image.steps=2", "dataset.limit=2", f"output_root={out}")
+    args = (
+        "image=dev",
+        f"image.model={tiny_dev}",
+        "image.height=64",
+        "image.width=64",
+        "image.steps=2",
+        "dataset.limit=2",
+        f"output_root={out}",
+    )
     first = run_cli(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     run = run_dir(out, "template-dev-espeak")
@@ -52,9 +65,17 @@ def test_cli_runs_dev_then_serves_it_from_the_cache(tiny_dev, tmp_path):
 
 def test_cli_runs_kontext_on_the_demo_pages(tiny_kontext, tmp_path):
     out = tmp_path / "out"
-    result = run_cli("image=kontext", f"image.model={tiny_kontext}", "image.height=64",
-                     "image.width=64", "image.steps=2", "image.auto_resize=false",
-                     "dataset.limit=2", f"output_root={out}", cwd=tmp_path)
+    result = run_cli(
+        "image=kontext",
+        f"image.model={tiny_kontext}",
+        "image.height=64",
+        "image.width=64",
+        "image.steps=2",
+        "image.auto_resize=false",
+        "dataset.limit=2",
+        f"output_root={out}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run = run_dir(out, "template-kontext-espeak")
     assert [r["image"]["status"] for r in records(run)] == ["ok", "ok"]
@@ -63,8 +84,13 @@ def test_cli_runs_kontext_on_the_demo_pages(tiny_kontext, tmp_path):
 
 
 def test_cli_bad_parameter_fails_before_any_work_naming_the_parameter(tmp_path):
-    result = run_cli("image=dev", "image.steps=0", "dataset.limit=1",
-                     f"output_root={tmp_path / 'out'}", cwd=tmp_path)
+    result = run_cli(
+        "image=dev",
+        "image.steps=0",
+        "dataset.limit=1",
+        f"output_root={tmp_path / 'out'}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert "image=dev: steps must be >= 1, got 0" in result.stderr
     assert "Traceback" not in result.stderr

@@ -110,10 +110,12 @@ def test_kontext_really_encodes_the_page(kontext, page):
     grey_path = noisy.path.replace("noisy", "grey")
     Image.new("RGB", (64, 64), (128, 128, 128)).save(grey_path)
     grey = Media(grey_path, "grey")
-    out_noisy, out_grey = kontext.run_batch([
-        {"image_prompt": PROMPTS[1], "current_image": noisy},
-        {"image_prompt": PROMPTS[1], "current_image": grey},
-    ])
+    out_noisy, out_grey = kontext.run_batch(
+        [
+            {"image_prompt": PROMPTS[1], "current_image": noisy},
+            {"image_prompt": PROMPTS[1], "current_image": grey},
+        ]
+    )
     assert different(out_noisy, out_grey)
 
 
@@ -152,10 +154,16 @@ def official_call(pipe, prompt: str, seed: int, **kwargs) -> Image.Image:
 
     from omnistory_core.experts.diffusion import arrays_to_images
 
-    output = pipe(prompt=prompt, height=TINY["height"], width=TINY["width"],
-                  num_inference_steps=TINY["steps"],
-                  max_sequence_length=TINY["max_sequence_length"],
-                  generator=torch.Generator("cpu").manual_seed(seed), output_type="np", **kwargs)
+    output = pipe(
+        prompt=prompt,
+        height=TINY["height"],
+        width=TINY["width"],
+        num_inference_steps=TINY["steps"],
+        max_sequence_length=TINY["max_sequence_length"],
+        generator=torch.Generator("cpu").manual_seed(seed),
+        output_type="np",
+        **kwargs,
+    )
     (image,) = arrays_to_images(output.images)
     return image
 
@@ -189,18 +197,32 @@ def test_dev_seed_mode_fixed_gives_every_prompt_the_official_noise(tiny_dev, dev
 
 
 def test_kontext_prefix_and_fixed_seed_reproduce_the_official_call(tiny_kontext, page):
-    prefixed = loaded(FluxKontext, tiny_kontext, auto_resize=False, batch_size=2,
-                      prompt_prefix=KEEP, seed_mode="fixed")
-    items = [{"image_prompt": PROMPTS[0], "current_image": page("a", seed=1)},
-             {"image_prompt": PROMPTS[1], "current_image": page("b", seed=2)}]
+    prefixed = loaded(
+        FluxKontext,
+        tiny_kontext,
+        auto_resize=False,
+        batch_size=2,
+        prompt_prefix=KEEP,
+        seed_mode="fixed",
+    )
+    items = [
+        {"image_prompt": PROMPTS[0], "current_image": page("a", seed=1)},
+        {"image_prompt": PROMPTS[1], "current_image": page("b", seed=2)},
+    ]
     jobs = [prefixed.prepare(i, item["image_prompt"], item) for i, item in enumerate(items)]
     assert [job.prompt for job in jobs] == [KEEP + PROMPTS[0], KEEP + PROMPTS[1]]
     images = prefixed.run_batch(items)
     for item, image in zip(items, images, strict=True):
         page_image = item["current_image"].open_image()
-        official = official_call(prefixed.pipe, KEEP + item["image_prompt"], 0,
-                                 image=page_image, guidance_scale=2.5,
-                                 max_area=TINY["height"] * TINY["width"], _auto_resize=False)
+        official = official_call(
+            prefixed.pipe,
+            KEEP + item["image_prompt"],
+            0,
+            image=page_image,
+            guidance_scale=2.5,
+            max_area=TINY["height"] * TINY["width"],
+            _auto_resize=False,
+        )
         assert close(image, official)
     # the prefix really reaches the pipeline: without it the same noise and page differ
     plain = loaded(FluxKontext, tiny_kontext, auto_resize=False, seed_mode="fixed")
@@ -210,8 +232,12 @@ def test_kontext_prefix_and_fixed_seed_reproduce_the_official_call(tiny_kontext,
 def test_a_failing_item_does_not_sink_its_batch(dev):
     """A prompt the tokenizers cannot encode (a lone surrogate, which JSON can carry) makes the
     batched pipeline call raise; the batch is retried item by item."""
-    items = [{"image_prompt": PROMPTS[0]}, {"image_prompt": "a \ud800 moon"},
-             {"image_prompt": PROMPTS[2]}, {"image_prompt": "   "}]
+    items = [
+        {"image_prompt": PROMPTS[0]},
+        {"image_prompt": "a \ud800 moon"},
+        {"image_prompt": PROMPTS[2]},
+        {"image_prompt": "   "},
+    ]
     out = dev.run_batch(items)
     assert isinstance(out[1], Failure) and out[1].category == "model_error"
     assert "TypeError" in out[1].message
@@ -225,11 +251,13 @@ def test_kontext_unreadable_or_tiny_page_is_that_items_failure(kontext, page, tm
 
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not a png")
-    out = kontext.run_batch([
-        {"image_prompt": PROMPTS[0], "current_image": page("ok", (64, 64), 1)},
-        {"image_prompt": PROMPTS[0], "current_image": page("tiny", (8, 8), 2)},
-        {"image_prompt": PROMPTS[0], "current_image": Media(str(broken), "x")},
-    ])
+    out = kontext.run_batch(
+        [
+            {"image_prompt": PROMPTS[0], "current_image": page("ok", (64, 64), 1)},
+            {"image_prompt": PROMPTS[0], "current_image": page("tiny", (8, 8), 2)},
+            {"image_prompt": PROMPTS[0], "current_image": Media(str(broken), "x")},
+        ]
+    )
     assert isinstance(out[0], Image.Image)
     assert out[1].category == "model_error" and "8x8" in out[1].message
     assert out[2].category == "model_error" and "UnidentifiedImageError" in out[2].message
@@ -239,7 +267,6 @@ def test_loading_a_missing_checkpoint_is_a_clear_error(tmp_path):
     expert = FluxDev(model=str(tmp_path / "nowhere"), seed=0, **TINY)
     with pytest.raises(ComponentError, match="cannot load .*nowhere.* with diffusers.FluxPipeline"):
         expert.load()
-
 
 
 @pytest.mark.weights
@@ -254,8 +281,10 @@ def test_real_checkpoints_on_gpu(cls, page):
         pytest.skip("needs a CUDA GPU (about 35 GB), hub access and HF_TOKEN (gated checkpoints)")
     expert = cls(seed=0)
     expert.load()
-    item = {"image_prompt": "a fox reading a book under a tree, storybook illustration",
-            "current_image": page("real", (768, 512), 0)}
+    item = {
+        "image_prompt": "a fox reading a book under a tree, storybook illustration",
+        "current_image": page("real", (768, 512), 0),
+    }
     (image,) = expert.run_batch([{k: item[k] for k in cls.reads}])
     expert.unload()
     assert image.size == (1024, 1024) and float(pixels(image).std()) > 10.0

@@ -44,8 +44,16 @@ def test_reads_only_kontext_sees_the_page():
 
 
 def test_yaml_values_override_defaults_and_null_means_default():
-    dev = FluxDev(seed=3, steps=4, guidance_scale=0, height=512, width=768,
-                  max_sequence_length=None, dtype="bf16", batch_size=2)
+    dev = FluxDev(
+        seed=3,
+        steps=4,
+        guidance_scale=0,
+        height=512,
+        width=768,
+        max_sequence_length=None,
+        dtype="bf16",
+        batch_size=2,
+    )
     assert (dev.settings.steps, dev.settings.guidance_scale) == (4, 0.0)
     assert (dev.settings.height, dev.settings.width) == (512, 768)
     assert dev.max_sequence_length == 512 and dev.settings.dtype == "bfloat16"
@@ -89,8 +97,10 @@ def test_seed_mode_and_prompt_prefix_defaults_and_validation():
     assert dev.seed_mode == kontext.seed_mode == "per_prompt"
     assert dev.prompt_prefix == kontext.prompt_prefix == ""
     assert FluxDev(seed=0, seed_mode=None).seed_mode == "per_prompt"  # null = the default
-    assert FluxKontext(seed=0, seed_mode="fixed", prompt_prefix="Keep it. ").prompt_prefix == \
-        "Keep it. "
+    assert (
+        FluxKontext(seed=0, seed_mode="fixed", prompt_prefix="Keep it. ").prompt_prefix
+        == "Keep it. "
+    )
     with pytest.raises(ConfigError, match=r"image=dev: seed_mode must be one of \['per_prompt'"):
         FluxDev(seed=0, seed_mode="per_image")
     with pytest.raises(ConfigError, match="image=kontext: prompt_prefix must be a string"):
@@ -137,10 +147,16 @@ def test_kontext_prompt_prefix_is_in_the_cache_key_when_set():
 def test_key_without_defaults():
     params = {"a": 1, "seed_mode": "per_prompt", "seed": 0}
     defaults = {"seed_mode": "per_prompt", "extra": ""}
-    assert key_without_defaults(params, {"seed_mode": "per_prompt", "extra": ""}, defaults) == \
-        {"a": 1, "seed": 0}
-    assert key_without_defaults(params, {"seed_mode": "fixed", "extra": "x"}, defaults) == \
-        {"a": 1, "extra": "x", "seed": 0, "seed_mode": "fixed"}
+    assert key_without_defaults(params, {"seed_mode": "per_prompt", "extra": ""}, defaults) == {
+        "a": 1,
+        "seed": 0,
+    }
+    assert key_without_defaults(params, {"seed_mode": "fixed", "extra": "x"}, defaults) == {
+        "a": 1,
+        "extra": "x",
+        "seed": 0,
+        "seed_mode": "fixed",
+    }
 
 
 def test_generator_seed_modes():
@@ -174,8 +190,9 @@ def test_item_seed_depends_on_seed_and_content_only():
 def test_kontext_condition_size(size, auto_resize, expected):
     from diffusers.pipelines.flux.pipeline_flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS
 
-    got = kontext_condition_size(*size, auto_resize=auto_resize, multiple=16,
-                                 preferred=list(PREFERRED_KONTEXT_RESOLUTIONS))
+    got = kontext_condition_size(
+        *size, auto_resize=auto_resize, multiple=16, preferred=list(PREFERRED_KONTEXT_RESOLUTIONS)
+    )
     assert got == expected
 
 

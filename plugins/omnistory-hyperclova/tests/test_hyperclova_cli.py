@@ -43,8 +43,11 @@ def test_cli_writes_three_modalities_per_modality_failure_and_never_the_key(
         )
         second_run = srv.requests[len(first_run) :]
         cached = run_omnistory_cli(
-            *args, f"backbone.base_url={srv.base_url}", "engine.retry_failures=none",
-            cwd=str(tmp_path), env={KEY_VAR: KEY},
+            *args,
+            f"backbone.base_url={srv.base_url}",
+            "engine.retry_failures=none",
+            cwd=str(tmp_path),
+            env={KEY_VAR: KEY},
         )
         third_run = srv.requests[len(first_run) + len(second_run) :]
     assert proc.returncode == 0, proc.stderr[-3000:]

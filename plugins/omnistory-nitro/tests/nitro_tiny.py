@@ -101,8 +101,13 @@ def byte_tokenizer():
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>", model_max_length=64)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_max_length=64,
+    )
 
 
 def build_tiny_llama(path: Path, seed: int = 0) -> Path:
@@ -112,11 +117,20 @@ def build_tiny_llama(path: Path, seed: int = 0) -> Path:
 
     torch.manual_seed(seed)
     tokenizer = byte_tokenizer()
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2,
-    ))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -148,12 +162,20 @@ def build_tiny_nitro(path: Path, seed: int = 0) -> Path:
     transformer.save_pretrained(path / "transformer")
     blocks = 6  # 2**(6-1) = 32x spatial compression, like Nitro-T's DC-AE
     AutoencoderDC(
-        in_channels=3, latent_channels=4, attention_head_dim=8,
-        encoder_block_types=("ResBlock",) * blocks, decoder_block_types=("ResBlock",) * blocks,
-        encoder_block_out_channels=(8,) * blocks, decoder_block_out_channels=(8,) * blocks,
-        encoder_layers_per_block=(1,) * blocks, decoder_layers_per_block=(1,) * blocks,
-        encoder_qkv_multiscales=((),) * blocks, decoder_qkv_multiscales=((),) * blocks,
-        upsample_block_type="interpolate", downsample_block_type="Conv", scaling_factor=0.5,
+        in_channels=3,
+        latent_channels=4,
+        attention_head_dim=8,
+        encoder_block_types=("ResBlock",) * blocks,
+        decoder_block_types=("ResBlock",) * blocks,
+        encoder_block_out_channels=(8,) * blocks,
+        decoder_block_out_channels=(8,) * blocks,
+        encoder_layers_per_block=(1,) * blocks,
+        decoder_layers_per_block=(1,) * blocks,
+        encoder_qkv_multiscales=((),) * blocks,
+        decoder_qkv_multiscales=((),) * blocks,
+        upsample_block_type="interpolate",
+        downsample_block_type="Conv",
+        scaling_factor=0.5,
     ).save_pretrained(path / "vae")
     FlowMatchEulerDiscreteScheduler().save_pretrained(path / "scheduler")
     byte_tokenizer().save_pretrained(path / "tokenizer")

@@ -31,8 +31,12 @@ def pixels(image):
 
 
 def loaded(model, text_encoder, **params):
-    expert = NitroT(model=str(model), text_encoder=str(text_encoder),
-                    seed=params.pop("seed", 0), **{**TINY, **params})
+    expert = NitroT(
+        model=str(model),
+        text_encoder=str(text_encoder),
+        seed=params.pop("seed", 0),
+        **{**TINY, **params},
+    )
     expert.load()
     return expert
 
@@ -73,22 +77,29 @@ def test_list_batches_match_single_calls(nitro, tiny_nitro, tiny_llama):
         assert int(np.abs(pixels(a) - pixels(b)).max()) <= 1
 
 
-def test_seed_mode_fixed_is_the_official_cpu_generator_seeded_with_seed(nitro, tiny_nitro,
-                                                                          tiny_llama):
+def test_seed_mode_fixed_is_the_official_cpu_generator_seeded_with_seed(
+    nitro, tiny_nitro, tiny_llama
+):
     import torch
     from omnistory_nitro.expert import to_images
 
-    official = loaded(tiny_nitro, tiny_llama, seed_mode="fixed", generator_device="cpu",
-                      batch_size=3)
+    official = loaded(
+        tiny_nitro, tiny_llama, seed_mode="fixed", generator_device="cpu", batch_size=3
+    )
     items = [{"image_prompt": p} for p in PROMPTS]
     together = official.run_batch(items)
     alone = loaded(tiny_nitro, tiny_llama, seed_mode="fixed", generator_device="cpu")
     for prompt, image, single in zip(PROMPTS, together, alone.run_batch(items), strict=True):
         # the official runner's call: one CPU generator seeded with 0 per image
         with torch.inference_mode():
-            out = official.pipe(prompt=prompt, height=64, width=64, num_inference_steps=2,
-                                guidance_scale=4.0,
-                                generator=torch.Generator("cpu").manual_seed(0))
+            out = official.pipe(
+                prompt=prompt,
+                height=64,
+                width=64,
+                num_inference_steps=2,
+                guidance_scale=4.0,
+                generator=torch.Generator("cpu").manual_seed(0),
+            )
         (reference,) = to_images(out.images)
         assert np.array_equal(pixels(single), pixels(reference))
         assert int(np.abs(pixels(image) - pixels(single)).max()) <= 1  # batch-independent
@@ -114,15 +125,13 @@ def test_generators_per_mode_and_device(nitro, tiny_nitro, tiny_llama):
     # pipeline puts them on the pipeline's device
     on_cpu = NitroT(seed=0, generator_device="cpu")
     on_cpu.device = "cuda:0"  # as after loading onto a GPU (no generator is made on it here)
-    assert {g.device.type for g in on_cpu.generators([Job(0, "x", 1), Job(1, "y", 2)])} == \
-        {"cpu"}
+    assert {g.device.type for g in on_cpu.generators([Job(0, "x", 1), Job(1, "y", 2)])} == {"cpu"}
     assert nitro.generator_device == "pipeline"
     assert {g.device.type for g in nitro.generators([Job(0, "x", 1)])} == {nitro.device}
 
 
 def test_failing_items_are_per_item_failures(nitro, tiny_nitro, tiny_llama):
-    items = [{"image_prompt": PROMPTS[0]}, {"image_prompt": "a \ud800 moon"},
-             {"image_prompt": ""}]
+    items = [{"image_prompt": PROMPTS[0]}, {"image_prompt": "a \ud800 moon"}, {"image_prompt": ""}]
     for expert in (nitro, loaded(tiny_nitro, tiny_llama, batch_size=3)):
         out = expert.run_batch(items)
         assert isinstance(out[0], Image.Image)
@@ -131,15 +140,15 @@ def test_failing_items_are_per_item_failures(nitro, tiny_nitro, tiny_llama):
 
 
 def test_remote_code_needs_trust_remote_code(tiny_nitro, tiny_llama):
-    expert = NitroT(model=str(tiny_nitro), text_encoder=str(tiny_llama), seed=0,
-                    trust_remote_code=False, **TINY)
+    expert = NitroT(
+        model=str(tiny_nitro), text_encoder=str(tiny_llama), seed=0, trust_remote_code=False, **TINY
+    )
     with pytest.raises(ComponentError, match="(?s)custom code.*set trust_remote_code=true"):
         expert.load()
 
 
 def test_missing_text_encoder_is_named(tiny_nitro, tmp_path):
-    expert = NitroT(model=str(tiny_nitro), text_encoder=str(tmp_path / "no-llama"), seed=0,
-                    **TINY)
+    expert = NitroT(model=str(tiny_nitro), text_encoder=str(tmp_path / "no-llama"), seed=0, **TINY)
     with pytest.raises(ComponentError, match="cannot load the text encoder .*no-llama"):
         expert.load()
 
@@ -147,10 +156,23 @@ def test_missing_text_encoder_is_named(tiny_nitro, tmp_path):
 def test_cli_end_to_end(tiny_nitro, tiny_llama, tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "image=nitro", f"image.model={tiny_nitro}",
-         f"image.text_encoder={tiny_llama}", "image.height=64", "image.width=64",
-         "image.steps=2", "dataset.limit=2", f"output_root={out}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "image=nitro",
+            f"image.model={tiny_nitro}",
+            f"image.text_encoder={tiny_llama}",
+            "image.height=64",
+            "image.width=64",
+            "image.steps=2",
+            "dataset.limit=2",
+            f"output_root={out}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -172,8 +194,7 @@ def test_generator_device_on_a_gpu(tiny_nitro, tiny_llama):
 
     item = [{"image_prompt": PROMPTS[0]}]
     on_gpu = loaded(tiny_nitro, tiny_llama, device="cuda", dtype="float32")
-    on_cpu = loaded(tiny_nitro, tiny_llama, device="cuda", dtype="float32",
-                    generator_device="cpu")
+    on_cpu = loaded(tiny_nitro, tiny_llama, device="cuda", dtype="float32", generator_device="cpu")
     assert {g.device.type for g in on_gpu.generators([Job(0, "x", 1)])} == {"cuda"}
     assert {g.device.type for g in on_cpu.generators([Job(0, "x", 1)])} == {"cpu"}
     a, b = on_gpu.run_batch(item)[0], on_cpu.run_batch(item)[0]

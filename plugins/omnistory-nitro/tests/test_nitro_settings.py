@@ -97,4 +97,3 @@ def test_offline_and_remote_code_errors_say_what_to_do():
     hint = describe_load_error(ValueError("Pass `trust_remote_code=True` to allow loading"))
     assert "set trust_remote_code=true" in hint
     assert describe_load_error(RuntimeError("boom")) == "RuntimeError: boom"
-

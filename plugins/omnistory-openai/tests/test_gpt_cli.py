@@ -22,11 +22,16 @@ def test_cli_run_records_plans_failures_usage_and_never_the_key(tmp_path: Path) 
         # max_concurrency=1 makes the order fixed: item 0 gets a 429 then a plan, item 1 junk
         srv.script("chat", Reply.rate_limited("1"), Reply(), Reply(text="{not json"))
         proc = run_omnistory_cli(
-            "planner=gpt", f"planner.base_url={srv.openai_base_url}",
-            f"planner.api_key_env={KEY_VAR}", "planner.max_concurrency=1",
+            "planner=gpt",
+            f"planner.base_url={srv.openai_base_url}",
+            f"planner.api_key_env={KEY_VAR}",
+            "planner.max_concurrency=1",
             "planner.prices={gpt-5.4:{input_per_mtok:2,output_per_mtok:8}}",
-            "dataset.limit=2", f"output_root={out}", "engine.progress=false",
-            cwd=str(tmp_path), env={KEY_VAR: KEY},
+            "dataset.limit=2",
+            f"output_root={out}",
+            "engine.progress=false",
+            cwd=str(tmp_path),
+            env={KEY_VAR: KEY},
         )
         requests = srv.requests_for("chat")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -37,8 +42,9 @@ def test_cli_run_records_plans_failures_usage_and_never_the_key(tmp_path: Path) 
     plans = [json.loads(line) for line in (job / "plans.jsonl").read_text().splitlines()]
     assert plans[0]["plan"] is not None and plans[0]["failure"] is None
     assert plans[0]["usage"]["attempts"] == 2 and plans[0]["usage"]["retry_wait_s"] == 1.0
-    assert [(p["usage"]["input_tokens"], p["usage"]["output_tokens"]) for p in plans] == \
-        [(1000, 50)] * 2
+    assert [(p["usage"]["input_tokens"], p["usage"]["output_tokens"]) for p in plans] == [
+        (1000, 50)
+    ] * 2
     assert plans[1]["raw"] == "{not json"
     assert plans[1]["failure"]["category"] == "plan_json_error"
     assert (job / "text" / "0" / "generated.txt").read_text() == plans[0]["plan"]["narration"]

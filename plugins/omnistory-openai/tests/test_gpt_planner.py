@@ -35,8 +35,15 @@ def items():
 
 
 def planner(server, **params):
-    return GPTPlanner(**{"base_url": server.openai_base_url, "api_key_env": KEY_VAR,
-                         "max_retries": 2, "timeout_s": 30, **params})
+    return GPTPlanner(
+        **{
+            "base_url": server.openai_base_url,
+            "api_key_env": KEY_VAR,
+            "max_retries": 2,
+            "timeout_s": 30,
+            **params,
+        }
+    )
 
 
 def test_sends_image_schema_model_and_key(server, items):
@@ -64,11 +71,17 @@ def test_sends_image_schema_model_and_key(server, items):
 
 
 def test_optional_request_fields(server, items):
-    planner(server, reasoning_effort="low", verbosity="low", image_detail="high",
-            temperature=0.3, structured_output=False, prompt="paper_like").run_batch(items[:1])
+    planner(
+        server,
+        reasoning_effort="low",
+        verbosity="low",
+        image_detail="high",
+        temperature=0.3,
+        structured_output=False,
+        prompt="paper_like",
+    ).run_batch(items[:1])
     body = server.requests_for("chat")[0].body
-    assert (body["reasoning_effort"], body["verbosity"], body["temperature"]) == ("low", "low",
-                                                                                    0.3)
+    assert (body["reasoning_effort"], body["verbosity"], body["temperature"]) == ("low", "low", 0.3)
     assert body["messages"][1]["content"][0]["image_url"]["detail"] == "high"
     assert "response_format" not in body
     assert "in the style of the book" in body["messages"][1]["content"][1]["text"]
@@ -84,8 +97,11 @@ def test_429_with_retry_after_is_retried_and_honoured(server, items):
 
 
 def test_5xx_with_retry_after_ms_is_retried(server, items):
-    server.script("chat", Reply(status=503, headers={"retry-after-ms": "20"}),
-                  Reply(status=500, headers={"retry-after": "0"}))
+    server.script(
+        "chat",
+        Reply(status=503, headers={"retry-after-ms": "20"}),
+        Reply(status=500, headers={"retry-after": "0"}),
+    )
     [result] = planner(server).run_batch(items[:1])
     assert isinstance(result, PlannerResponse)
     assert result.usage["attempts"] == 3 and result.usage["retry_wait_s"] == 0.02
@@ -117,8 +133,9 @@ def test_malformed_json_comes_back_as_raw_text(server, items):
 
 def test_timeout_becomes_a_timeout_failure(server, items):
     server.script("chat", Reply.slow(5), Reply.slow(5))
-    [result] = planner(server, timeout_s=0.3, max_retries=1,
-                       retry_base_delay_s=0.01).run_batch(items[:1])
+    [result] = planner(server, timeout_s=0.3, max_retries=1, retry_base_delay_s=0.01).run_batch(
+        items[:1]
+    )
     assert isinstance(result, Failure) and result.category == "timeout"
     assert "(2 attempts)" in result.message
     assert len(server.requests_for("chat")) == 2
@@ -164,8 +181,9 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
 
     from omnistory_core.params import config_node
 
-    conf = yaml.safe_load(resources.files("omnistory_openai.conf").joinpath(
-        "planner", "gpt.yaml").read_text())
+    conf = yaml.safe_load(
+        resources.files("omnistory_openai.conf").joinpath("planner", "gpt.yaml").read_text()
+    )
     assert conf == {"name": "gpt"}
     node = config_node(GPTPlanner)
     assert set(node) - {"name"} == set(GPTPlanner.param_defaults) - {"seed"}

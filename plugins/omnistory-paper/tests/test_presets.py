@@ -278,8 +278,9 @@ def test_preset_experts_carry_the_parity_values_into_their_behaviour(system: str
         _need_backbone(system)
     job = job_config(_compose([f"system={system}"]))
     for group, expert in _experts(system):
-        component = build_component(REGISTRY, group, job[group], seed=job["seed"],
-                                    allow_oracle=False)
+        component = build_component(
+            REGISTRY, group, job[group], seed=job["seed"], allow_oracle=False
+        )
         params = component.output_params()
         if group == "image":
             assert component.seed_mode == "fixed" and params["seed_mode"] == "fixed"

@@ -66,24 +66,41 @@ def build_tiny_parler(path: str) -> None:
 
     tokenizer = build_tokenizer()
     text_encoder = T5Config(
-        vocab_size=len(tokenizer), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
     )
     # DACConfig sizes only the quantizer; the codec's conv stacks keep their real size (~60M
     # parameters), which is what keeps this test on the real decoding path.
     audio_encoder = DACConfig(num_codebooks=2, codebook_size=CODEBOOK_SIZE, latent_dim=8)
     decoder = ParlerTTSDecoderConfig(
-        vocab_size=BOS + 1, max_position_embeddings=256, num_hidden_layers=1, ffn_dim=32,
-        num_attention_heads=2, hidden_size=16, num_codebooks=2,
+        vocab_size=BOS + 1,
+        max_position_embeddings=256,
+        num_hidden_layers=1,
+        ffn_dim=32,
+        num_attention_heads=2,
+        hidden_size=16,
+        num_codebooks=2,
         # Large initial weights give sharp logits, so that a different description or text
         # changes the sampled codes (with the default 0.02 every input samples the same codes).
         initializer_factor=1.0,
-        pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
     )
     config = ParlerTTSConfig.from_sub_models_config(
-        text_encoder, audio_encoder, decoder,
-        vocab_size=len(tokenizer), decoder_start_token_id=BOS, pad_token_id=PAD,
+        text_encoder,
+        audio_encoder,
+        decoder,
+        vocab_size=len(tokenizer),
+        decoder_start_token_id=BOS,
+        pad_token_id=PAD,
     )
     torch.manual_seed(0)
     model = ParlerTTSForConditionalGeneration(config)

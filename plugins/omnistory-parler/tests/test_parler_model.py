@@ -26,8 +26,14 @@ pytest.importorskip(
 
 from omnistory_parler.expert import ParlerTTS  # noqa: E402
 
-ITEM = {"utterance": "Look, a boat!", "speaker": "Mina", "emotion": "happy", "speed": "fast",
-        "pitch": "high", "gender": "female"}
+ITEM = {
+    "utterance": "Look, a boat!",
+    "speaker": "Mina",
+    "emotion": "happy",
+    "speed": "fast",
+    "pitch": "high",
+    "gender": "female",
+}
 MAX_NEW_TOKENS = 10  # ~9 codec frames of 512 samples at 44.1 kHz
 
 
@@ -61,8 +67,13 @@ def test_loads_through_its_own_path_and_speaks(tts, reference):
 
 
 def test_same_seed_same_audio_in_any_order_and_after_reload(tts, reference, tiny_parler_dir):
-    other = {**ITEM, "utterance": "Where did the little bear go?", "speaker": "Old Bear",
-             "gender": "male", "emotion": "sad"}
+    other = {
+        **ITEM,
+        "utterance": "Where did the little bear go?",
+        "speaker": "Old Bear",
+        "gender": "male",
+        "emotion": "sad",
+    }
     first = reference.samples
     # In a batch, after another item: the generator is re-seeded per item.
     batch = tts.run_batch([other, ITEM])
@@ -79,10 +90,16 @@ def test_another_seed_gives_other_audio(tiny_parler_dir, tts, reference):
     assert a.shape != b.shape or not np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("change", [
-    {"emotion": "sad"}, {"speed": "slow"}, {"pitch": "low"}, {"gender": "male"},
-    {"utterance": "Come back here, please."},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"emotion": "sad"},
+        {"speed": "slow"},
+        {"pitch": "low"},
+        {"gender": "male"},
+        {"utterance": "Come back here, please."},
+    ],
+)
 def test_description_and_text_reach_the_model(tts, reference, change):
     # Every label changes the description (and so the encoder input); the codes must follow.
     assert tts.describe({**ITEM, **change}) != tts.describe(ITEM) or "utterance" in change
@@ -139,10 +156,19 @@ def test_tokenizer_revision_loads_the_tokenizer_from_its_own_revision(tiny_parle
         {"revision": "refs/pr/9"},  # tokenizer_revision null: the model's revision
         {"revision": "refs/pr/9", "tokenizer_revision": "main"},
     ]
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(cases)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     # the model came from refs/pr/9 both times (main has no weights); the tokenizer followed it,
     # then came from main

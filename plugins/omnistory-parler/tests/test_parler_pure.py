@@ -41,8 +41,9 @@ NAMES = [f"Character {i}" for i in range(2000)]
 
 
 def labels(speaker="Mina", gender="female", emotion="neutral", speed="normal", pitch="normal"):
-    return voice_labels({"speaker": speaker, "gender": gender, "emotion": emotion,
-                         "speed": speed, "pitch": pitch})
+    return voice_labels(
+        {"speaker": speaker, "gender": gender, "emotion": emotion, "speed": speed, "pitch": pitch}
+    )
 
 
 def test_description_wording_is_pinned():
@@ -56,8 +57,9 @@ def test_description_wording_is_pinned():
     )
 
 
-@pytest.mark.parametrize("gender,emotion,speed,pitch",
-                         list(itertools.product(GENDERS, EMOTIONS, SPEEDS, PITCHES)))
+@pytest.mark.parametrize(
+    "gender,emotion,speed,pitch", list(itertools.product(GENDERS, EMOTIONS, SPEEDS, PITCHES))
+)
 def test_every_label_combination_is_rendered(gender, emotion, speed, pitch):
     lab = labels("Mina", gender, emotion, speed, pitch)
     text = parler_description(lab)
@@ -94,11 +96,14 @@ def test_speed_and_pitch_phrases_ignore_emotion():
 def test_voice_is_stable_per_speaker_and_name_normalised():
     first = {name: parler_voice(labels(name, "male")) for name in NAMES[:200]}
     assert first == {name: parler_voice(labels(name, "male")) for name in NAMES[:200]}
-    assert parler_voice(labels("Little  Bear ", "male")) == \
-        parler_voice(labels("little bear", "male"))
+    assert parler_voice(labels("Little  Bear ", "male")) == parler_voice(
+        labels("little bear", "male")
+    )
     # The voice does not depend on the utterance's other labels.
-    voices = {parler_voice(labels("Mina", "female", e, s, p))
-              for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)}
+    voices = {
+        parler_voice(labels("Mina", "female", e, s, p))
+        for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)
+    }
     assert len(voices) == 1
 
 
@@ -110,8 +115,13 @@ def test_voice_is_identical_in_another_process_with_another_hash_seed():
     )
     here = [parler_voice(voice_labels({"speaker": f"Character {i}"})) for i in range(50)]
     for seed in ("0", "4242"):
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
         assert json.loads(out) == here
 
 
@@ -135,15 +145,21 @@ def test_missing_gender_is_not_biased_to_one_gender(missing):
 
 
 def test_labels_are_normalised_and_defaulted():
-    lab = voice_labels({"speaker": "Mina", "gender": " Female ", "emotion": "HAPPY ",
-                        "speed": "", "pitch": None})
+    lab = voice_labels(
+        {"speaker": "Mina", "gender": " Female ", "emotion": "HAPPY ", "speed": "", "pitch": None}
+    )
     assert lab == VoiceLabels("Mina", "female", "happy", "normal", "normal")
     assert voice_labels({}).emotion == "neutral"
 
 
-@pytest.mark.parametrize("field,value", [
-    ("emotion", "furious"), ("speed", "very fast"), ("pitch", "medium"),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("emotion", "furious"),
+        ("speed", "very fast"),
+        ("pitch", "medium"),
+    ],
+)
 def test_invalid_label_names_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field} '{value}' is not one of"):
         labels(**{field: value})
@@ -151,8 +167,14 @@ def test_invalid_label_names_the_field(field, value):
 
 # -- the component, without loading a model ---------------------------------------------------
 def item(**over):
-    base = {"utterance": "Look, a boat!", "speaker": "Mina", "emotion": "happy",
-            "speed": "fast", "pitch": "high", "gender": "female"}
+    base = {
+        "utterance": "Look, a boat!",
+        "speaker": "Mina",
+        "emotion": "happy",
+        "speed": "fast",
+        "pitch": "high",
+        "gender": "female",
+    }
     return {**base, **over}
 
 
@@ -168,9 +190,12 @@ def test_invalid_label_and_empty_utterance_fail_before_any_model_is_loaded():
 
 
 def test_component_description_uses_configured_vocabulary():
-    tts = ParlerTTS(male_voices=["Rick"], female_voices=["Karen"], recording="",
-                    speed_phrases={"slow": "very slowly", "normal": "normally",
-                                   "fast": "very fast"})
+    tts = ParlerTTS(
+        male_voices=["Rick"],
+        female_voices=["Karen"],
+        recording="",
+        speed_phrases={"slow": "very slowly", "normal": "normally", "fast": "very fast"},
+    )
     assert tts.describe(item(gender="female", speed="slow")) == (
         "Karen speaks very slowly with a high pitch, in a very expressive and animated voice"
         " that sounds happy and cheerful."
@@ -178,18 +203,21 @@ def test_component_description_uses_configured_vocabulary():
     assert tts.describe(item(gender="male")).startswith("Rick speaks very fast")
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"voice": "Jon"}, "unknown parameter"),
-    ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*temperature"),
-    ({"temperature": "hot"}, "temperature must be a number, got 'hot'"),
-    ({"voice_hash": "sha1"}, r"voice_hash must be one of \['ours', 'official'\]"),
-    ({"dtype": "float64"}, r"dtype must be one of \[.*\], got 'float64'"),
-    ({"max_new_tokens": 0}, "max_new_tokens"),
-    ({"temperature": 0}, "temperature"),
-    ({"male_voices": []}, "voices.male must be a non-empty list"),
-    ({"emotion_tone": {"happy": "glad"}}, r"emotion_tone must have exactly the keys"),
-    ({"pitch_phrases": {"low": "low", "normal": "", "high": "high"}}, "pitch_phrases.normal"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"voice": "Jon"}, "unknown parameter"),
+        ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*temperature"),
+        ({"temperature": "hot"}, "temperature must be a number, got 'hot'"),
+        ({"voice_hash": "sha1"}, r"voice_hash must be one of \['ours', 'official'\]"),
+        ({"dtype": "float64"}, r"dtype must be one of \[.*\], got 'float64'"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"temperature": 0}, "temperature"),
+        ({"male_voices": []}, "voices.male must be a non-empty list"),
+        ({"emotion_tone": {"happy": "glad"}}, r"emotion_tone must have exactly the keys"),
+        ({"pitch_phrases": {"low": "low", "normal": "", "high": "high"}}, "pitch_phrases.normal"),
+    ],
+)
 def test_bad_parameters_are_rejected_by_name(params, message):
     with pytest.raises(ConfigError, match=message) as info:
         ParlerTTS(**params)
@@ -200,9 +228,20 @@ def test_cli_typo_is_one_line_and_exit_2(tmp_path):
     """The user's command line: a misspelt parameter stops the run before any work, with one
     line naming the expert, the key and the valid keys (no traceback)."""
     out = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "tts=parler", "image=noop", "++tts.tmperature=1",
-         "dataset.limit=1", f"output_root={tmp_path / 'out'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "tts=parler",
+            "image=noop",
+            "++tts.tmperature=1",
+            "dataset.limit=1",
+            f"output_root={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert out.returncode == 2, out.stderr[-2000:]
@@ -223,17 +262,17 @@ def official_index(name: str) -> int:
 # hand-computed: SHA-256 hex digest digit sums mod 3 (checked against official_index below)
 OFFICIAL_CHOICES = [
     # speaker, gender, voice
-    ("Mina", "female", "Laura"),      # index 2
+    ("Mina", "female", "Laura"),  # index 2
     ("Mina", "male", "Mike"),
-    ("Old Bear", "male", "Gary"),     # index 1
-    ("Lily", "female", "Lea"),        # index 0
-    ("Rabbit", "male", "Jon"),        # index 0
-    ("Owl", "male", "Gary"),          # index 1: the name as given...
-    ("owl", "male", "Mike"),          # ...so case matters (index 2)
-    ("Owl", None, "Jenna"),           # no gender: the female pool
+    ("Old Bear", "male", "Gary"),  # index 1
+    ("Lily", "female", "Lea"),  # index 0
+    ("Rabbit", "male", "Jon"),  # index 0
+    ("Owl", "male", "Gary"),  # index 1: the name as given...
+    ("owl", "male", "Mike"),  # ...so case matters (index 2)
+    ("Owl", None, "Jenna"),  # no gender: the female pool
     ("Owl", "", "Jenna"),
-    ("Owl", "non-binary", "Jenna"),   # anything but male: the female pool
-    ("", "male", "Gary"),             # empty name: hashed as "default" (index 1)
+    ("Owl", "non-binary", "Jenna"),  # anything but male: the female pool
+    ("", "male", "Gary"),  # empty name: hashed as "default" (index 1)
     (None, "female", "Jenna"),
 ]
 
@@ -252,10 +291,12 @@ def test_official_voice_hash_in_the_component():
         assert text.startswith(f"{voice} speaks quite fast with a high pitch,"), text
     # ours (the default) normalises the name and resolves a missing gender from it
     ours = ParlerTTS()
-    assert ours.describe(item(speaker="Owl", gender="male")) == \
-        ours.describe(item(speaker=" owl", gender="male"))
+    assert ours.describe(item(speaker="Owl", gender="male")) == ours.describe(
+        item(speaker=" owl", gender="male")
+    )
     counts = collections.Counter(
-        official.describe(item(speaker=n, gender=None)).split()[0] for n in NAMES[:300])
+        official.describe(item(speaker=n, gender=None)).split()[0] for n in NAMES[:300]
+    )
     assert set(counts) == set(VOICES_BY_GENDER["female"])
 
 
@@ -269,27 +310,40 @@ def test_tokenizer_revision_defaults_to_the_model_revision():
 def test_new_parameters_at_their_defaults_leave_the_cache_key_unchanged():
     # the key parameters at the defaults, as written before tokenizer_revision and voice_hash
     older = {
-        "do_sample": True, "dtype": "float32", "emotion_delivery": EMOTION_DELIVERY,
-        "emotion_tone": EMOTION_TONE, "female_voices": ["Lea", "Jenna", "Laura"],
-        "male_voices": ["Jon", "Gary", "Mike"], "max_new_tokens": None,
+        "do_sample": True,
+        "dtype": "float32",
+        "emotion_delivery": EMOTION_DELIVERY,
+        "emotion_tone": EMOTION_TONE,
+        "female_voices": ["Lea", "Jenna", "Laura"],
+        "male_voices": ["Jon", "Gary", "Mike"],
+        "max_new_tokens": None,
         "model": "parler-tts/parler-tts-large-v1",
-        "pitch_phrases": {"high": "a high pitch", "low": "a low pitch",
-                          "normal": "a moderate pitch"},
+        "pitch_phrases": {
+            "high": "a high pitch",
+            "low": "a low pitch",
+            "normal": "a moderate pitch",
+        },
         "recording": "The recording is very clear audio with almost no background noise.",
-        "revision": None, "seed": 0,
-        "speed_phrases": {"fast": "quite fast", "normal": "at a moderate speed",
-                          "slow": "quite slowly"},
+        "revision": None,
+        "seed": 0,
+        "speed_phrases": {
+            "fast": "quite fast",
+            "normal": "at a moderate speed",
+            "slow": "quite slowly",
+        },
         "temperature": 1.0,
     }
     assert ParlerTTS().output_params() == older
     assert ParlerTTS(tokenizer_revision=None, voice_hash="ours").output_params() == older
     pinned = ParlerTTS(revision="refs/pr/9").output_params()
     # a tokenizer revision equal to the model's is the default behaviour
-    assert ParlerTTS(revision="refs/pr/9", tokenizer_revision="refs/pr/9").output_params() == \
-        pinned
+    assert ParlerTTS(revision="refs/pr/9", tokenizer_revision="refs/pr/9").output_params() == pinned
     paper = ParlerTTS(revision="refs/pr/9", tokenizer_revision="main", voice_hash="official")
-    assert paper.output_params() == {**pinned, "tokenizer_revision": "main",
-                                     "voice_hash": "official"}
+    assert paper.output_params() == {
+        **pinned,
+        "tokenizer_revision": "main",
+        "voice_hash": "official",
+    }
 
 
 def test_cache_key_params_exclude_only_runtime_ones():
@@ -299,8 +353,10 @@ def test_cache_key_params_exclude_only_runtime_ones():
     assert out["seed"] == 3 and out["model"] == "parler-tts/parler-tts-large-v1"
     other = ParlerTTS(device="cpu", seed=3).output_params()
     assert out == other
-    assert ParlerTTS(emotion_tone={**EMOTION_TONE, "sad": "gloomy"}).output_params() != \
-        ParlerTTS().output_params()
+    assert (
+        ParlerTTS(emotion_tone={**EMOTION_TONE, "sad": "gloomy"}).output_params()
+        != ParlerTTS().output_params()
+    )
 
 
 def test_shipped_yaml_holds_only_what_differs_from_the_declaration(monkeypatch):
@@ -320,7 +376,8 @@ def test_requirements_pin_the_stack_and_match_the_model_extra():
     reqs = ParlerTTS.requirements
     assert "parler-tts==0.2.3" in reqs and "transformers==4.46.1" in reqs
     extra = tomllib.loads((DIST / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]["model"]
+        "optional-dependencies"
+    ]["model"]
     assert sorted(extra) == sorted(reqs)
 
 
@@ -337,6 +394,7 @@ def test_import_and_registration_stay_light():
         "conf = 'pkg://omnistory_parler.conf' in reg.config_paths;"
         "print(json.dumps([cls.__name__, heavy, conf]))"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
     assert json.loads(out.strip().splitlines()[-1]) == ["ParlerTTS", [], True]

@@ -35,19 +35,30 @@ def fake_vllm(tmp_path, monkeypatch):
     """A `vllm` executable that runs the stand-in server; returns its path and file paths."""
     exe = tmp_path / "bin" / "vllm"
     exe.parent.mkdir()
-    exe.write_text(f"#!{sys.executable}\nimport sys\n"
-                   "from omnistory_core.planning.testing import main\nsys.exit(main())\n")
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "from omnistory_core.planning.testing import main\nsys.exit(main())\n"
+    )
     exe.chmod(0o755)
-    files = {"exe": exe, "record": tmp_path / "requests.jsonl", "pid": tmp_path / "server.pid",
-             "log": tmp_path / "vllm.log"}
+    files = {
+        "exe": exe,
+        "record": tmp_path / "requests.jsonl",
+        "pid": tmp_path / "server.pid",
+        "log": tmp_path / "vllm.log",
+    }
     monkeypatch.setenv("OMNISTORY_FAKE_VLLM_RECORD", str(files["record"]))
     monkeypatch.setenv("OMNISTORY_FAKE_VLLM_PIDFILE", str(files["pid"]))
     return files
 
 
 def _planner(files, **params):
-    return Qwen35Planner(launch=True, launch_executable=str(files["exe"]),
-                         launch_log=str(files["log"]), base_url=None, **params)
+    return Qwen35Planner(
+        launch=True,
+        launch_executable=str(files["exe"]),
+        launch_log=str(files["log"]),
+        base_url=None,
+        **params,
+    )
 
 
 def test_launch_waits_for_health_serves_and_stops(fake_vllm, monkeypatch):
@@ -62,8 +73,16 @@ def test_launch_waits_for_health_serves_and_stops(fake_vllm, monkeypatch):
 
     log = fake_vllm["log"].read_text()
     argv = json.loads(log.split("fake vllm: argv ", 1)[1].splitlines()[0])
-    assert argv == ["serve", "Qwen/Qwen3.5-4B", "--host", "127.0.0.1", "--port",
-                    str(server.port), "--max-model-len", "8192"]
+    assert argv == [
+        "serve",
+        "Qwen/Qwen3.5-4B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(server.port),
+        "--max-model-len",
+        "8192",
+    ]
     recorded = [json.loads(line) for line in fake_vllm["record"].read_text().splitlines()]
     assert any(r["path"] == "/health" for r in recorded)
     chats = [r for r in recorded if r["path"] == "/v1/chat/completions"]
@@ -104,8 +123,13 @@ def test_server_is_stopped_when_the_process_exits(fake_vllm, tmp_path):
         print(planner.server.process.pid, flush=True)
         # exits without unload(): the atexit hook must stop the server
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
     assert proc.returncode == 0, proc.stderr
     pid = int(proc.stdout.strip())
     assert pid == int(fake_vllm["pid"].read_text())
@@ -115,9 +139,14 @@ def test_server_is_stopped_when_the_process_exits(fake_vllm, tmp_path):
 def test_cli_run_with_launch(fake_vllm, tmp_path: Path):
     out = tmp_path / "out"
     proc = run_omnistory_cli(
-        "planner=qwen35", "planner.launch=true", f"planner.launch_executable={fake_vllm['exe']}",
-        f"planner.launch_log={fake_vllm['log']}", "dataset.limit=2", f"output_root={out}",
-        "engine.progress=false", cwd=str(tmp_path),
+        "planner=qwen35",
+        "planner.launch=true",
+        f"planner.launch_executable={fake_vllm['exe']}",
+        f"planner.launch_log={fake_vllm['log']}",
+        "dataset.limit=2",
+        f"output_root={out}",
+        "engine.progress=false",
+        cwd=str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     job = out / "runs" / "demo" / "qwen35-copy-espeak"

@@ -17,8 +17,14 @@ EXPECTED = {
     InternVLPlanner: ("OpenGVLab/InternVL3_5-4B", None),
     Qwen35Planner: ("Qwen/Qwen3.5-4B", {"enable_thinking": False}),
 }
-LEGACY_FIELDS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                 "guided_decoding_backend", "guided_whitespace_pattern")
+LEGACY_FIELDS = (
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "guided_whitespace_pattern",
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +59,9 @@ def test_request_shape(cls, items):
 
 def test_wrong_model_name_is_a_model_error_without_retries(items):
     with RecordingServer(served_model="Qwen/Qwen3.5-4B") as srv:
-        [result] = Qwen35Planner(base_url=srv.openai_base_url,
-                                 model="Qwen/Qwen3.5-9B").run_batch(items[:1])
+        [result] = Qwen35Planner(base_url=srv.openai_base_url, model="Qwen/Qwen3.5-9B").run_batch(
+            items[:1]
+        )
         assert len(srv.requests_for("chat")) == 1
     assert isinstance(result, Failure) and result.category == "model_error"
     assert "HTTP 404" in result.message and "does not exist" in result.message
@@ -69,9 +76,10 @@ def test_503_while_loading_is_retried(items):
 
 def test_malformed_and_timeout(items):
     with RecordingServer(served_model="Qwen/Qwen3.5-4B") as srv:
-        srv.script("chat", Reply(text="<think>hmm</think> {\"narration\": "), Reply.slow(5))
-        first, second = Qwen35Planner(base_url=srv.openai_base_url, max_concurrency=1,
-                                      timeout_s=0.3, max_retries=0).run_batch(items)
+        srv.script("chat", Reply(text='<think>hmm</think> {"narration": '), Reply.slow(5))
+        first, second = Qwen35Planner(
+            base_url=srv.openai_base_url, max_concurrency=1, timeout_s=0.3, max_retries=0
+        ).run_batch(items)
     assert parse_plan(first.text).failure.category == "plan_json_error"
     assert isinstance(second, Failure) and second.category == "timeout"
 
@@ -79,15 +87,17 @@ def test_malformed_and_timeout(items):
 def test_optional_api_key(items, monkeypatch):
     monkeypatch.setenv("OMNI_VLLM_TEST_KEY", "local-key-1234")
     with RecordingServer(served_model="zai-org/GLM-4.6V") as srv:
-        GLMPlanner(base_url=srv.openai_base_url, api_key_env="OMNI_VLLM_TEST_KEY"
-                   ).run_batch(items[:1])
+        GLMPlanner(base_url=srv.openai_base_url, api_key_env="OMNI_VLLM_TEST_KEY").run_batch(
+            items[:1]
+        )
         assert srv.requests[0].headers["authorization"] == "Bearer local-key-1234"
 
 
 def test_bounded_concurrency(items):
     with RecordingServer(served_model="Qwen/Qwen3.5-4B", hold_until_concurrent=4) as srv:
-        results = Qwen35Planner(base_url=srv.openai_base_url, max_concurrency=4
-                                ).run_batch(items * 4)
+        results = Qwen35Planner(base_url=srv.openai_base_url, max_concurrency=4).run_batch(
+            items * 4
+        )
     assert len(results) == 8 and srv.peak_in_flight == 4
 
 
@@ -110,8 +120,10 @@ def test_schema_patterns_can_be_dropped(items):
     assert "pattern" not in str(schema)
     full = plan_response_format()["json_schema"]["schema"]
     assert schema["required"] == full["required"]
-    assert schema["properties"]["speech"]["properties"]["emotion"]["enum"] == \
-        full["properties"]["speech"]["properties"]["emotion"]["enum"]
+    assert (
+        schema["properties"]["speech"]["properties"]["emotion"]["enum"]
+        == full["properties"]["speech"]["properties"]["emotion"]["enum"]
+    )
     assert "pattern" in str(full)
 
 
@@ -123,8 +135,9 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name(cls):
 
     from omnistory_core.params import config_node
 
-    conf = yaml.safe_load(resources.files("omnistory_vllm.conf").joinpath(
-        "planner", f"{cls.name}.yaml").read_text())
+    conf = yaml.safe_load(
+        resources.files("omnistory_vllm.conf").joinpath("planner", f"{cls.name}.yaml").read_text()
+    )
     assert conf == {"name": cls.name}
     node = config_node(cls)
     assert set(node) - {"name"} == set(cls.param_defaults) - {"seed"}

@@ -32,13 +32,26 @@ def tiny_config(vocab_size: int) -> dict:
     return {
         "architecture": "voxcpm2",
         "lm_config": {
-            "bos_token_id": 1, "eos_token_id": 2, "hidden_size": 16, "intermediate_size": 32,
-            "max_position_embeddings": 512, "num_attention_heads": 2, "num_hidden_layers": 1,
-            "num_key_value_heads": 1, "rms_norm_eps": 1e-5, "vocab_size": vocab_size,
-            "rope_scaling": {"type": "longrope", "long_factor": [1.0] * (head_dim // 2),
-                             "short_factor": [1.0] * (head_dim // 2),
-                             "original_max_position_embeddings": 512},
-            "use_mup": False, "scale_emb": 1.0, "dim_model_base": 16, "scale_depth": 1.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "max_position_embeddings": 512,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "num_key_value_heads": 1,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": vocab_size,
+            "rope_scaling": {
+                "type": "longrope",
+                "long_factor": [1.0] * (head_dim // 2),
+                "short_factor": [1.0] * (head_dim // 2),
+                "original_max_position_embeddings": 512,
+            },
+            "use_mup": False,
+            "scale_emb": 1.0,
+            "dim_model_base": 16,
+            "scale_depth": 1.0,
             "rope_theta": 10000.0,
         },
         "patch_size": 2,
@@ -47,11 +60,23 @@ def tiny_config(vocab_size: int) -> dict:
         "scalar_quantization_latent_dim": 8,
         "scalar_quantization_scale": 9,
         "encoder_config": {"hidden_dim": 16, "ffn_dim": 32, "num_heads": 2, "num_layers": 1},
-        "dit_config": {"hidden_dim": 16, "ffn_dim": 32, "num_heads": 2, "num_layers": 1,
-                       "cfm_config": {}},
-        "audio_vae_config": {"encoder_dim": 8, "encoder_rates": [2, 2], "latent_dim": 8,
-                             "decoder_dim": 32, "decoder_rates": [3, 2, 2], "cond_dim": 8,
-                             "sample_rate": 16000, "out_sample_rate": 48000},
+        "dit_config": {
+            "hidden_dim": 16,
+            "ffn_dim": 32,
+            "num_heads": 2,
+            "num_layers": 1,
+            "cfm_config": {},
+        },
+        "audio_vae_config": {
+            "encoder_dim": 8,
+            "encoder_rates": [2, 2],
+            "latent_dim": 8,
+            "decoder_dim": 32,
+            "decoder_rates": [3, 2, 2],
+            "cond_dim": 8,
+            "sample_rate": 16000,
+            "out_sample_rate": 48000,
+        },
         "max_length": 256,
         "device": "cpu",
         "dtype": "float32",
@@ -73,11 +98,23 @@ def build_tiny_voxcpm(path: str) -> None:
     tok.decoder = decoders.ByteLevel()
     # VoxCPM2 uses ids 101-104 as audio/reference markers: keep them reserved.
     special = ["<unk>", "<s>", "</s>"] + [f"<reserved_{i}>" for i in range(3, 110)]
-    tok.train_from_iterator(TOKENIZER_CORPUS, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=special, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = LlamaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", add_bos_token=False, add_eos_token=False)
+    tok.train_from_iterator(
+        TOKENIZER_CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=special,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tokenizer = LlamaTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        add_bos_token=False,
+        add_eos_token=False,
+    )
     os.makedirs(path, exist_ok=True)
     tokenizer.save_pretrained(path)
     config = tiny_config(len(tokenizer))
@@ -88,11 +125,14 @@ def build_tiny_voxcpm(path: str) -> None:
     parsed = VoxCPMConfig.model_validate(config)
     vae = AudioVAEV2(config=parsed.audio_vae_config)
     model = VoxCPM2Model(parsed, LlamaTokenizerFast.from_pretrained(path), vae, device="cpu")
-    weights = {k: v.contiguous() for k, v in model.state_dict().items()
-               if not k.startswith("audio_vae.")}
+    weights = {
+        k: v.contiguous() for k, v in model.state_dict().items() if not k.startswith("audio_vae.")
+    }
     save_file(weights, os.path.join(path, "model.safetensors"))
-    save_file({k: v.contiguous() for k, v in vae.state_dict().items()},
-              os.path.join(path, "audiovae.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in vae.state_dict().items()},
+        os.path.join(path, "audiovae.safetensors"),
+    )
 
 
 @pytest.fixture(scope="session")

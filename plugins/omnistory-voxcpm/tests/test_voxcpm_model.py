@@ -20,13 +20,20 @@ pytest.importorskip(
 
 from omnistory_voxcpm.expert import VoxCPMTTS  # noqa: E402
 
-ITEM = {"utterance": "Look, a boat!", "speaker": "Mina", "emotion": "happy", "speed": "fast",
-        "pitch": "high", "gender": "female"}
+ITEM = {
+    "utterance": "Look, a boat!",
+    "speaker": "Mina",
+    "emotion": "happy",
+    "speed": "fast",
+    "pitch": "high",
+    "gender": "female",
+}
 
 
 def make(model_dir: str, **params) -> VoxCPMTTS:
-    return VoxCPMTTS(**{"model": model_dir, "device": "cpu", "optimize": False, "max_len": 40,
-                        **params})
+    return VoxCPMTTS(
+        **{"model": model_dir, "device": "cpu", "optimize": False, "max_len": 40, **params}
+    )
 
 
 def same(a: Audio, b: Audio) -> bool:
@@ -50,8 +57,13 @@ def test_loads_through_its_own_path_and_speaks_at_48k(tts):
 
 
 def test_same_seed_same_audio_in_any_order_and_after_reload(tts, tiny_voxcpm_dir):
-    other = {**ITEM, "utterance": "Where?", "speaker": "Old Bear", "gender": "male",
-             "emotion": "sad"}
+    other = {
+        **ITEM,
+        "utterance": "Where?",
+        "speaker": "Old Bear",
+        "gender": "male",
+        "emotion": "sad",
+    }
     first = tts.run_one(ITEM)
     between = tts.run_one(other)
     assert same(tts.run_one(ITEM), first)  # generator re-seeded per item
@@ -69,10 +81,17 @@ def test_another_seed_gives_other_audio(tts, tiny_voxcpm_dir):
     assert not same(seeded.run_one(ITEM), tts.run_one(ITEM))
 
 
-@pytest.mark.parametrize("change", [
-    {"emotion": "sad"}, {"speed": "slow"}, {"pitch": "low"}, {"gender": "male"},
-    {"speaker": "Tiger"}, {"utterance": "Where?"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"emotion": "sad"},
+        {"speed": "slow"},
+        {"pitch": "low"},
+        {"gender": "male"},
+        {"speaker": "Tiger"},
+        {"utterance": "Where?"},
+    ],
+)
 def test_prefix_and_text_reach_the_model(tts, change):
     changed = {**ITEM, **change}
     if "speaker" in change:  # a speaker with another timbre phrase than Mina's
@@ -82,8 +101,9 @@ def test_prefix_and_text_reach_the_model(tts, change):
 
 def test_bad_items_fail_alone_in_a_batch(tts):
     good = tts.run_one(ITEM)
-    results = tts.run_batch([{**ITEM, "gender": "male", "pitch": "shrill"}, ITEM,
-                             {**ITEM, "utterance": ""}])
+    results = tts.run_batch(
+        [{**ITEM, "gender": "male", "pitch": "shrill"}, ITEM, {**ITEM, "utterance": ""}]
+    )
     assert isinstance(results[0], Failure) and results[0].category == "plan_invalid_label"
     assert isinstance(results[1], Audio) and same(results[1], good)
     assert isinstance(results[2], Failure) and results[2].category == "empty_output"

@@ -38,13 +38,20 @@ NAMES = [f"Character {i}" for i in range(2000)]
 
 
 def labels(speaker="Mina", gender="female", emotion="neutral", speed="normal", pitch="normal"):
-    return voice_labels({"speaker": speaker, "gender": gender, "emotion": emotion,
-                         "speed": speed, "pitch": pitch})
+    return voice_labels(
+        {"speaker": speaker, "gender": gender, "emotion": emotion, "speed": speed, "pitch": pitch}
+    )
 
 
 def item(**over):
-    base = {"utterance": "Look, a boat!", "speaker": "Mina", "emotion": "happy",
-            "speed": "fast", "pitch": "high", "gender": "female"}
+    base = {
+        "utterance": "Look, a boat!",
+        "speaker": "Mina",
+        "emotion": "happy",
+        "speed": "fast",
+        "pitch": "high",
+        "gender": "female",
+    }
     return {**base, **over}
 
 
@@ -58,8 +65,9 @@ def test_prefix_wording_is_pinned():
     )
 
 
-@pytest.mark.parametrize("gender,emotion,speed,pitch",
-                         list(itertools.product(GENDERS, EMOTIONS, SPEEDS, PITCHES)))
+@pytest.mark.parametrize(
+    "gender,emotion,speed,pitch", list(itertools.product(GENDERS, EMOTIONS, SPEEDS, PITCHES))
+)
 def test_every_label_combination_is_rendered(gender, emotion, speed, pitch):
     lab = labels("Mina", gender, emotion, speed, pitch)
     text = controlled_text("Hello there.", lab)
@@ -69,24 +77,35 @@ def test_every_label_combination_is_rendered(gender, emotion, speed, pitch):
     parts = description.split(", ")
     assert parts[0] == GENDER_PHRASES[gender]
     assert parts[1] in CHARACTERS_BY_GENDER[gender]
-    assert ", ".join(parts[2:]) == (f"{TONE_PHRASES[emotion]}, {PACE_PHRASES[speed]},"
-                                    f" {PITCH_PHRASES[pitch]}, clear recording")
+    assert ", ".join(parts[2:]) == (
+        f"{TONE_PHRASES[emotion]}, {PACE_PHRASES[speed]}, {PITCH_PHRASES[pitch]}, clear recording"
+    )
 
 
 def test_label_combinations_give_distinct_prefixes():
     for gender in GENDERS:
-        texts = {voice_description(labels("Mina", gender, e, s, p))
-                 for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)}
+        texts = {
+            voice_description(labels("Mina", gender, e, s, p))
+            for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)
+        }
         assert len(texts) == len(EMOTIONS) * len(SPEEDS) * len(PITCHES)
 
 
 def test_character_is_stable_per_speaker_and_independent_of_other_labels():
     first = {n: speaker_character(labels(n, "male")) for n in NAMES[:200]}
     assert first == {n: speaker_character(labels(n, "male")) for n in NAMES[:200]}
-    assert speaker_character(labels(" Little Bear", "female")) == \
-        speaker_character(labels("little  bear", "female"))
-    assert len({speaker_character(labels("Mina", "female", e, s, p))
-                for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)}) == 1
+    assert speaker_character(labels(" Little Bear", "female")) == speaker_character(
+        labels("little  bear", "female")
+    )
+    assert (
+        len(
+            {
+                speaker_character(labels("Mina", "female", e, s, p))
+                for e, s, p in itertools.product(EMOTIONS, SPEEDS, PITCHES)
+            }
+        )
+        == 1
+    )
 
 
 def test_character_is_identical_in_another_process_with_another_hash_seed():
@@ -97,8 +116,13 @@ def test_character_is_identical_in_another_process_with_another_hash_seed():
     )
     here = [voice_description(voice_labels({"speaker": f"Character {i}"})) for i in range(50)]
     for seed in ("0", "999"):
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
         assert json.loads(out) == here
 
 
@@ -119,8 +143,9 @@ def test_missing_gender_is_not_biased_to_one_gender(missing):
 
 
 def test_labels_are_normalised_and_defaulted():
-    lab = voice_labels({"speaker": "Mina", "gender": "MALE", "emotion": " Sad",
-                        "speed": None, "pitch": ""})
+    lab = voice_labels(
+        {"speaker": "Mina", "gender": "MALE", "emotion": " Sad", "speed": None, "pitch": ""}
+    )
     assert lab == VoiceLabels("Mina", "male", "sad", "normal", "normal")
 
 
@@ -136,28 +161,36 @@ def test_invalid_label_and_empty_utterance_fail_before_any_model_is_loaded():
 
 
 def test_component_prompt_cleans_text_and_uses_configured_vocabulary():
-    tts = VoxCPMTTS(female_characters=["husky timbre"], recording="",
-                    tone_phrases={**TONE_PHRASES, "happy": "joyful tone"})
+    tts = VoxCPMTTS(
+        female_characters=["husky timbre"],
+        recording="",
+        tone_phrases={**TONE_PHRASES, "happy": "joyful tone"},
+    )
     assert tts.prompt(item(utterance=" Look,\n\ta boat! ")) == (
         "(female voice, husky timbre, joyful tone, fast pace, high pitch)Look, a boat!"
     )
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"reference_wav_path": "x.wav"}, "unknown parameter"),
-    ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*cfg_value"),
-    ({"cfg_value": "strong"}, "cfg_value must be a number, got 'strong'"),
-    ({"max_len": None}, "max_len must be an integer, got null"),
-    ({"cfg_value": 0}, "cfg_value"),
-    ({"inference_timesteps": 0}, "inference_timesteps"),
-    ({"max_len": 0}, "max_len"),
-    ({"male_characters": "deep"}, "male_characters must be a list, got 'deep'"),
-    ({"male_characters": []}, "characters.male must be a non-empty list"),
-    ({"tone_phrases": {"happy": "glad"}}, "tone_phrases must have exactly the keys"),
-    ({"pace_phrases": {**PACE_PHRASES, "fast": "fast (very)"}},
-     "pace_phrases.fast must not contain any of"),
-    ({"recording": "studio)"}, "recording must be a string without parentheses"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"reference_wav_path": "x.wav"}, "unknown parameter"),
+        ({"tmperature": 1}, r"unknown parameter\(s\) tmperature; known: .*cfg_value"),
+        ({"cfg_value": "strong"}, "cfg_value must be a number, got 'strong'"),
+        ({"max_len": None}, "max_len must be an integer, got null"),
+        ({"cfg_value": 0}, "cfg_value"),
+        ({"inference_timesteps": 0}, "inference_timesteps"),
+        ({"max_len": 0}, "max_len"),
+        ({"male_characters": "deep"}, "male_characters must be a list, got 'deep'"),
+        ({"male_characters": []}, "characters.male must be a non-empty list"),
+        ({"tone_phrases": {"happy": "glad"}}, "tone_phrases must have exactly the keys"),
+        (
+            {"pace_phrases": {**PACE_PHRASES, "fast": "fast (very)"}},
+            "pace_phrases.fast must not contain any of",
+        ),
+        ({"recording": "studio)"}, "recording must be a string without parentheses"),
+    ],
+)
 def test_bad_parameters_are_rejected_by_name(params, message):
     with pytest.raises(ConfigError, match=message) as info:
         VoxCPMTTS(**params)
@@ -168,9 +201,20 @@ def test_cli_typo_is_one_line_and_exit_2(tmp_path):
     """The user's command line: a misspelt parameter stops the run before any work, with one
     line naming the expert, the key and the valid keys (no traceback)."""
     out = subprocess.run(
-        [sys.executable, "-m", "omnistory_core", "tts=voxcpm", "image=noop", "++tts.tmperature=1",
-         "dataset.limit=1", f"output_root={tmp_path / 'out'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            "tts=voxcpm",
+            "image=noop",
+            "++tts.tmperature=1",
+            "dataset.limit=1",
+            f"output_root={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert out.returncode == 2, out.stderr[-2000:]
@@ -205,7 +249,8 @@ def test_requirements_pin_the_stack_and_match_the_model_extra():
     reqs = VoxCPMTTS.requirements
     assert "voxcpm==2.0.3" in reqs and "torch==2.9.1" in reqs
     extra = tomllib.loads((DIST / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]["model"]
+        "optional-dependencies"
+    ]["model"]
     assert sorted(extra) == sorted(reqs)
 
 
@@ -222,6 +267,7 @@ def test_import_and_registration_stay_light():
         "conf = 'pkg://omnistory_voxcpm.conf' in reg.config_paths;"
         "print(json.dumps([cls.__name__, heavy, conf]))"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
     assert json.loads(out.strip().splitlines()[-1]) == ["VoxCPMTTS", [], True]

@@ -15,37 +15,86 @@ from typing import Any
 CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "tiny": {
         "transformer": dict(
-            patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
-            attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
-            pooled_projection_dim=32, guidance_embeds=True, axes_dims_rope=(4, 4, 8),
+            patch_size=1,
+            in_channels=16,
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            guidance_embeds=True,
+            axes_dims_rope=(4, 4, 8),
         ),
         "vae": dict(
-            in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(8, 8, 8, 8),
-            down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-            layers_per_block=1, norm_num_groups=4, sample_size=64, use_quant_conv=False,
-            use_post_quant_conv=False, shift_factor=0.1, scaling_factor=1.2,
+            in_channels=3,
+            out_channels=3,
+            latent_channels=4,
+            block_out_channels=(8, 8, 8, 8),
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            layers_per_block=1,
+            norm_num_groups=4,
+            sample_size=64,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
+            shift_factor=0.1,
+            scaling_factor=1.2,
         ),
-        "clip": dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                     num_attention_heads=4, projection_dim=32),
+        "clip": dict(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
         "t5": dict(d_model=32, d_ff=37, d_kv=8, num_layers=2, num_heads=4),
     },
     "full": {  # FLUX.1-dev's published component configurations
         "transformer": dict(
-            patch_size=1, in_channels=64, num_layers=19, num_single_layers=38,
-            attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
-            pooled_projection_dim=768, guidance_embeds=True, axes_dims_rope=(16, 56, 56),
+            patch_size=1,
+            in_channels=64,
+            num_layers=19,
+            num_single_layers=38,
+            attention_head_dim=128,
+            num_attention_heads=24,
+            joint_attention_dim=4096,
+            pooled_projection_dim=768,
+            guidance_embeds=True,
+            axes_dims_rope=(16, 56, 56),
         ),
         "vae": dict(
-            in_channels=3, out_channels=3, latent_channels=16,
+            in_channels=3,
+            out_channels=3,
+            latent_channels=16,
             block_out_channels=(128, 256, 512, 512),
-            down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-            layers_per_block=2, norm_num_groups=32, sample_size=1024, use_quant_conv=False,
-            use_post_quant_conv=False, shift_factor=0.1159, scaling_factor=0.3611,
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            layers_per_block=2,
+            norm_num_groups=32,
+            sample_size=1024,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
+            shift_factor=0.1159,
+            scaling_factor=0.3611,
         ),
-        "clip": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                     num_attention_heads=12, projection_dim=768, hidden_act="quick_gelu"),
-        "t5": dict(vocab_size=32128, d_model=4096, d_ff=10240, d_kv=64, num_layers=24,
-                   num_heads=64, feed_forward_proj="gated-gelu"),
+        "clip": dict(
+            hidden_size=768,
+            intermediate_size=3072,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            projection_dim=768,
+            hidden_act="quick_gelu",
+        ),
+        "t5": dict(
+            vocab_size=32128,
+            d_model=4096,
+            d_ff=10240,
+            d_kv=64,
+            num_layers=24,
+            num_heads=64,
+            feed_forward_proj="gated-gelu",
+        ),
     },
 }
 
@@ -84,15 +133,23 @@ def sharpen_attention(transformer, qk_gain: float = 8.0, out_gain: float = 3.0) 
 
     with torch.no_grad():
         for name, param in transformer.named_parameters():
-            if name.endswith(("norm_q.weight", "norm_k.weight",
-                              "norm_added_q.weight", "norm_added_k.weight")):
+            if name.endswith(
+                ("norm_q.weight", "norm_k.weight", "norm_added_q.weight", "norm_added_k.weight")
+            ):
                 param.mul_(qk_gain)
             elif name.startswith("proj_out."):
                 param.mul_(out_gain)
 
 
-def random_flux_pipeline(kind: str = "dev", size: str = "tiny", *, seed: int = 0,
-                         device: str = "cpu", dtype: Any = None, sharpen: bool = False):
+def random_flux_pipeline(
+    kind: str = "dev",
+    size: str = "tiny",
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: Any = None,
+    sharpen: bool = False,
+):
     """A FluxPipeline (``kind="dev"``) or FluxKontextPipeline (``"kontext"``) with random weights,
     built directly on ``device`` in ``dtype`` (default float32)."""
     import torch
@@ -114,16 +171,26 @@ def random_flux_pipeline(kind: str = "dev", size: str = "tiny", *, seed: int = 0
     torch.set_default_dtype(dtype)  # initialise in the target dtype: no fp32 copy of 12B weights
     try:
         with torch.device(device):
-            text_encoder = CLIPTextModel(CLIPTextConfig(
-                vocab_size=max(len(tokenizer), 49408 if size == "full" else 0),
-                max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1,
-                **config["clip"],
-            ))
+            text_encoder = CLIPTextModel(
+                CLIPTextConfig(
+                    vocab_size=max(len(tokenizer), 49408 if size == "full" else 0),
+                    max_position_embeddings=77,
+                    bos_token_id=0,
+                    eos_token_id=1,
+                    pad_token_id=1,
+                    **config["clip"],
+                )
+            )
             t5 = dict(config["t5"])
             t5.setdefault("vocab_size", len(tokenizer_2))
-            text_encoder_2 = T5EncoderModel(T5Config(
-                pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **t5,
-            ))
+            text_encoder_2 = T5EncoderModel(
+                T5Config(
+                    pad_token_id=0,
+                    eos_token_id=1,
+                    decoder_start_token_id=0,
+                    **t5,
+                )
+            )
             transformer = FluxTransformer2DModel(**config["transformer"])
             vae = AutoencoderKL(**config["vae"])
     finally:
@@ -131,11 +198,20 @@ def random_flux_pipeline(kind: str = "dev", size: str = "tiny", *, seed: int = 0
     if sharpen:
         sharpen_attention(transformer)
     scheduler = FlowMatchEulerDiscreteScheduler(
-        shift=3.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
-        base_image_seq_len=256, max_image_seq_len=4096,
+        shift=3.0,
+        use_dynamic_shifting=True,
+        base_shift=0.5,
+        max_shift=1.15,
+        base_image_seq_len=256,
+        max_image_seq_len=4096,
     )
     pipeline = pipeline_class(
-        scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer,
-        text_encoder_2=text_encoder_2, tokenizer_2=tokenizer_2, transformer=transformer,
+        scheduler=scheduler,
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        text_encoder_2=text_encoder_2,
+        tokenizer_2=tokenizer_2,
+        transformer=transformer,
     )
     return pipeline.to(device)  # the weights were created in dtype already

@@ -42,10 +42,40 @@ VOICES_BY_GENDER: dict[str, tuple[str, ...]] = {
 # The 34 speaker names Parler-TTS v1 was trained with (its model card's list); a voice outside
 # this list is still accepted (fine-tunes have other names) but gives no consistent speaker.
 KNOWN_VOICES: tuple[str, ...] = (
-    "Laura", "Gary", "Jon", "Lea", "Karen", "Rick", "Brenda", "David", "Eileen", "Jordan", "Mike",
-    "Yann", "Joy", "James", "Eric", "Lauren", "Rose", "Will", "Jason", "Aaron", "Naomie", "Alisa",
-    "Patrick", "Jerry", "Tina", "Jenna", "Bill", "Tom", "Carol", "Barbara", "Rebecca", "Anna",
-    "Bruce", "Emily",
+    "Laura",
+    "Gary",
+    "Jon",
+    "Lea",
+    "Karen",
+    "Rick",
+    "Brenda",
+    "David",
+    "Eileen",
+    "Jordan",
+    "Mike",
+    "Yann",
+    "Joy",
+    "James",
+    "Eric",
+    "Lauren",
+    "Rose",
+    "Will",
+    "Jason",
+    "Aaron",
+    "Naomie",
+    "Alisa",
+    "Patrick",
+    "Jerry",
+    "Tina",
+    "Jenna",
+    "Bill",
+    "Tom",
+    "Carol",
+    "Barbara",
+    "Rebecca",
+    "Anna",
+    "Bruce",
+    "Emily",
 )
 
 # Speaking-rate bins of the training annotations ("quite slowly" ... "quite fast"): the outer
@@ -87,8 +117,6 @@ EMOTION_TONE: dict[str, str] = {
 
 # The model card's advice: asking for very clear audio gives the cleanest output.
 RECORDING = "The recording is very clear audio with almost no background noise."
-
-
 
 
 @dataclass(frozen=True)
@@ -134,8 +162,7 @@ def parler_voice(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULAR
 VOICE_HASHES = ("ours", "official")
 
 
-def official_voice(speaker: Any, gender: Any,
-                   vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
+def official_voice(speaker: Any, gender: Any, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
     """The voice the official Omni-StoryBench runner gives a speaker.
 
     Its rule: the pool is the male one for the gender label ``"male"`` and the female one for
@@ -152,8 +179,9 @@ def official_voice(speaker: Any, gender: Any,
     return pool[number % len(pool)]
 
 
-def parler_description(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULARY,
-                       *, voice: str | None = None) -> str:
+def parler_description(
+    labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULARY, *, voice: str | None = None
+) -> str:
     """The description for one utterance, e.g. ``"Jon speaks quite fast with a low pitch, in a
     very expressive and animated voice that sounds angry and forceful. The recording is very clear
     audio with almost no background noise."``  ``voice`` replaces the voice chosen by

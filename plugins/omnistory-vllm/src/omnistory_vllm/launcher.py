@@ -58,8 +58,9 @@ class VLLMServer:
         if self.port is None:
             self.port = free_port(self.host if self.host not in ("0.0.0.0", "::") else "127.0.0.1")
         if self.log_path is None:
-            self.log_path = str(Path(tempfile.gettempdir())
-                                / f"omnistory-vllm-{_slug(self.model)}-{self.port}.log")
+            self.log_path = str(
+                Path(tempfile.gettempdir()) / f"omnistory-vllm-{_slug(self.model)}-{self.port}.log"
+            )
 
     # -- addresses ---------------------------------------------------------------------------
     @property
@@ -77,8 +78,16 @@ class VLLMServer:
 
     def command(self) -> list[str]:
         prefix = [self.executable] if isinstance(self.executable, str) else list(self.executable)
-        return [*prefix, "serve", self.model, "--host", self.host, "--port", str(self.port),
-                *[str(a) for a in self.args]]
+        return [
+            *prefix,
+            "serve",
+            self.model,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *[str(a) for a in self.args],
+        ]
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -88,7 +97,10 @@ class VLLMServer:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps writing to it
         try:
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         except OSError as exc:

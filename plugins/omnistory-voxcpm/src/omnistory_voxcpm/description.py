@@ -49,8 +49,6 @@ PITCH_PHRASES: dict[str, str] = {"low": "low pitch", "normal": "medium pitch", "
 RECORDING = "clear recording"
 
 
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """Everything that words a description; each mapping covers every label of its field."""
@@ -71,10 +69,10 @@ class Vocabulary:
         check_label_table("pace_phrases", self.pace, SPEEDS, forbidden_chars="()")
         check_label_table("pitch_phrases", self.pitch, PITCHES, forbidden_chars="()")
         if not isinstance(self.recording, str) or any(c in self.recording for c in "()"):
-            raise ValueError(f"recording must be a string without parentheses,"
-                             f" got {self.recording!r}")
-        object.__setattr__(self, "characters",
-                           {g: tuple(self.characters[g]) for g in GENDERS})
+            raise ValueError(
+                f"recording must be a string without parentheses, got {self.recording!r}"
+            )
+        object.__setattr__(self, "characters", {g: tuple(self.characters[g]) for g in GENDERS})
 
 
 DEFAULT_VOCABULARY = Vocabulary(
@@ -106,8 +104,9 @@ def voice_description(labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCA
     return ", ".join(p.strip() for p in parts if p.strip())
 
 
-def controlled_text(text: str, labels: VoiceLabels,
-                    vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
+def controlled_text(
+    text: str, labels: VoiceLabels, vocabulary: Vocabulary = DEFAULT_VOCABULARY
+) -> str:
     """VoxCPM2's input: ``"(<voice description>)<text>"``."""
     return f"({voice_description(labels, vocabulary)}){text}"
 
