@@ -39,6 +39,7 @@ fi
 .venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19"
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
 
-.venv/bin/python -m pytest -q "$@"
+# two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
+.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" "$@"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
   plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests
