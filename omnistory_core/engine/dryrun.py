@@ -38,7 +38,6 @@ from omnistory_core.contract import Failure, StoryExample
 from omnistory_core.engine.failures import preflight, retry_mode
 from omnistory_core.engine.job import (
     PLAN_PATHS,
-    STAGE_MODALITY,
     MediaHasher,
     PlanOutcome,
     _backbone_outcome,
@@ -46,6 +45,8 @@ from omnistory_core.engine.job import (
     _plan_outcome,
     _planner_text,
     example_inputs,
+    expert_stages,
+    plan_fields_needed,
     project,
     source_group,
 )
@@ -284,15 +285,8 @@ def plan_job(
     pools = {ex.index: example_inputs(ex, media, oracle=oracle) for ex in examples}
     group = source_group(components)
     source = components[group]
-    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
-    needed = tuple(
-        dict.fromkeys(
-            PLAN_PATHS[r]
-            for c in experts.values()
-            for r in c.reads
-            if r in PLAN_PATHS and r != "narration"
-        )
-    )
+    experts = expert_stages(components)
+    needed = plan_fields_needed(experts)
 
     def derived_failure(record: CallRecord) -> bool:  # as run_job's
         if group == "planner":

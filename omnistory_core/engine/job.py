@@ -175,6 +175,23 @@ def source_group(components: Mapping[str, Component]) -> str:
     return "backbone" if "backbone" in components else "planner"
 
 
+def expert_stages(components: Mapping[str, Component]) -> dict[str, Component]:
+    """The experts of a system by the modality they make (``image``, ``speech``)."""
+    return {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
+
+
+def plan_fields_needed(experts: Mapping[str, Component]) -> tuple[str, ...]:
+    """The plan fields the experts read (in order, once each; the narration is the text)."""
+    return tuple(
+        dict.fromkeys(
+            PLAN_PATHS[r]
+            for c in experts.values()
+            for r in c.reads
+            if r in PLAN_PATHS and r != "narration"
+        )
+    )
+
+
 def run_job(
     *,
     examples: list[StoryExample],
@@ -229,16 +246,8 @@ def _run_job(
     # -- stage 1: plans (a planner) or native outputs + plans (a backbone) --------------------
     group = source_group(components)
     source = components[group]
-    experts = {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
-    needed = tuple(
-        dict.fromkeys(
-            PLAN_PATHS[r]
-            for c in experts.values()
-            for r in c.reads
-            if r in PLAN_PATHS
-            if r != "narration"
-        )
-    )
+    experts = expert_stages(components)
+    needed = plan_fields_needed(experts)
 
     def derived_failure(record: CallRecord) -> bool:
         """An ok call whose plan or outputs are unusable (retry_failures=all recomputes it)."""

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -434,3 +434,29 @@ def _variations(
             continue
         out[name] = other
     return out
+
+
+def begin_report(
+    cls: type,
+    examples: int,
+    identity: Callable[[type, ConformanceReport], None],
+    reads: Callable[[type, ConformanceReport], None],
+) -> tuple[ConformanceReport, list[Any]]:
+    """The checks every kind starts with (identity, reads, light import) and the demo examples
+    the engine runs: the start of :func:`check_component` for any component."""
+    report = ConformanceReport(
+        component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
+        version=str(getattr(cls, "version", "?")),
+        examples=examples,
+    )
+    identity(cls, report)
+    reads(cls, report)
+    _check_light_import(cls, report)
+
+    from omnistory_core.data.demo import load_demo
+
+    demo = load_demo(limit=examples)
+    if not demo:
+        raise ConformanceError("the bundled demo dataset has no examples")
+    report.examples = len(demo)
+    return report, demo

@@ -47,7 +47,6 @@ from omnistory_core.testing._common import (
     ConformanceError,
     ConformanceReport,
     _build,
-    _check_light_import,
     _check_name_and_version,
     _counting,
     _declaration,
@@ -58,6 +57,7 @@ from omnistory_core.testing._common import (
     _system_config,
     _values,
     _variations,
+    begin_report,
     registry_with,
 )
 
@@ -110,21 +110,7 @@ def check_component(
         return check_evaluator(
             cls, params, examples=examples, vary=vary or {}, score_range=score_range
         )
-    report = ConformanceReport(
-        component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
-        version=str(getattr(cls, "version", "?")),
-        examples=examples,
-    )
-    _check_identity(cls, report)
-    _check_reads(cls, report)
-    _check_light_import(cls, report)
-
-    from omnistory_core.data.demo import load_demo
-
-    demo = load_demo(limit=examples)
-    if not demo:
-        raise ConformanceError("the bundled demo dataset has no examples")
-    report.examples = len(demo)
+    report, demo = begin_report(cls, examples, _check_identity, _check_reads)
     with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
         root = Path(tmp)
         first = _run(cls, params, demo, root / "store-a")

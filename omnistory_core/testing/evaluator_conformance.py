@@ -46,9 +46,7 @@ from typing import Any
 
 from omnistory_core.testing._common import (
     _POISON,
-    ConformanceError,
     ConformanceReport,
-    _check_light_import,
     _check_name_and_version,
     _counting,
     _declaration,
@@ -58,6 +56,7 @@ from omnistory_core.testing._common import (
     _quiet,
     _values,
     _variations,
+    begin_report,
     registry_with,
 )
 
@@ -106,21 +105,7 @@ def check_evaluator(
     :func:`omnistory_core.testing.check_component` for a metric or judge."""
     params = dict(params)
     vary = dict(vary or {})
-    report = ConformanceReport(
-        component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
-        version=str(getattr(cls, "version", "?")),
-        examples=examples,
-    )
-    _check_identity(cls, report)
-    _check_reads(cls, report)
-    _check_light_import(cls, report)
-
-    from omnistory_core.data.demo import load_demo
-
-    demo = load_demo(limit=examples)
-    if not demo:
-        raise ConformanceError("the bundled demo dataset has no examples")
-    report.examples = len(demo)
+    report, demo = begin_report(cls, examples, _check_identity, _check_reads)
     with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
         root = Path(tmp)
         run_dir = _standin_run(demo, root)
