@@ -1,0 +1,17 @@
+"""Settings for every test session of this repository (tests/ and plugins/*/tests)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def pytest_configure(config) -> None:  # noqa: ARG001 - pytest's hook signature
+    # librosa's numba functions are compiled with cache=True into one shared cache directory;
+    # two pytest-xdist workers writing it at once can crash a worker, so each session and each
+    # worker (with the subprocesses its tests start) gets its own; a worker inherits the
+    # controller's environment, so it always replaces the directory
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker or "NUMBA_CACHE_DIR" not in os.environ:
+        prefix = f"omnistory-numba-{worker or 'main'}-"
+        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
