@@ -460,3 +460,12 @@ def begin_report(
         raise ConformanceError("the bundled demo dataset has no examples")
     report.examples = len(demo)
     return report, demo
+
+
+def _check_hook_accepts(cls: type, report: ConformanceReport) -> None:
+    """The last identity check of every kind: the plugin hook path registers the class."""
+    try:
+        registry_with(cls)
+    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
+        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
+    report.passed.append("identity")

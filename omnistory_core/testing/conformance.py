@@ -47,6 +47,7 @@ from omnistory_core.testing._common import (
     ConformanceError,
     ConformanceReport,
     _build,
+    _check_hook_accepts,
     _check_name_and_version,
     _counting,
     _declaration,
@@ -225,11 +226,7 @@ def _check_identity(cls: type, report: ConformanceReport) -> None:
             " Backbone",
         )
     _check_name_and_version(cls, kind)
-    try:
-        registry_with(cls)
-    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
-        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
-    report.passed.append("identity")
+    _check_hook_accepts(cls, report)
 
 
 def _check_reads(cls: type, report: ConformanceReport) -> None:

@@ -47,6 +47,7 @@ from typing import Any
 from omnistory_core.testing._common import (
     _POISON,
     ConformanceReport,
+    _check_hook_accepts,
     _check_name_and_version,
     _counting,
     _declaration,
@@ -279,11 +280,7 @@ def _check_identity(cls: type, report: ConformanceReport) -> None:
             f"criteria {criteria!r} must be a non-empty tuple of distinct names (the keys of"
             " EvalResult.scores, one scores.jsonl row each)",
         )
-    try:
-        registry_with(cls)
-    except Exception as exc:  # noqa: BLE001 - whatever the hook path refuses, say it
-        raise _fail(cls, "identity", f"the plugin hook refuses it: {exc}") from exc
-    report.passed.append("identity")
+    _check_hook_accepts(cls, report)
 
 
 def _check_reads(cls: type, report: ConformanceReport) -> None:
