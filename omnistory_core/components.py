@@ -170,6 +170,13 @@ class Component:
     def unload(self) -> None:
         """Release memory before the next heavy stage."""
 
+    def bind_store(self, root: Any) -> None:
+        """Told, before its stage runs, where the engine's store is (a :class:`pathlib.Path`).
+
+        A component that keeps state of its own beside the cached calls (the ids of submitted
+        provider batches, say) keeps it under ``root``; most components ignore it.  Called in the
+        engine's process and again in an isolated or replica worker, before ``load()``."""
+
     # -- calls -----------------------------------------------------------------------------
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         """Produce one result per item (same order).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -274,6 +275,9 @@ def run_stage(
     component = lazy.component
     stats = lazy.stats
     advance = advance or (lambda n: None)
+    bind = getattr(component, "bind_store", None)
+    if callable(bind):
+        bind(Path(store.root))
     results: dict[int, CallRecord | Failure] = {}
     keyed: dict[str, list[int]] = {}
     inputs_by_key: dict[str, dict[str, Any]] = {}

@@ -63,6 +63,9 @@ def serve(stdin, stdout) -> int:
                 cls = registry.component(request["kind"], request["name"])
                 component = cls(**request.get("params", {}))
                 store = Store(request["store"])
+                bind = getattr(component, "bind_store", None)
+                if callable(bind):
+                    bind(store.root)
                 component.load()
                 reply(
                     {
