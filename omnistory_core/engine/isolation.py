@@ -9,6 +9,7 @@ environment.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -19,7 +20,24 @@ from typing import Any, cast
 
 from omnistory_core.components import Component, ComponentError
 from omnistory_core.engine.stage import Encoded
-from omnistory_core.engine.worker import encode_value
+from omnistory_core.engine.worker import PARENT_ENV, encode_value
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """``subprocess.Popen`` from one thread that lives as long as this process.
+
+    A worker asks the kernel to kill it when its parent goes (``PR_SET_PDEATHSIG``), and Linux
+    counts the *thread* that forked it as the parent: a worker started from a short-lived thread
+    (a replica's) would be killed when that thread ends, so every worker is forked here."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spawner")
+        spawner = _spawner
+    return spawner.submit(subprocess.Popen, args, **kwargs).result()
 
 
 class WorkerDied(ComponentError):
@@ -67,8 +85,13 @@ class IsolatedComponent:
 
     def _start(self) -> None:
         self.preflight()
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        self._proc = subprocess.Popen(
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONUNBUFFERED": "1",
+            PARENT_ENV: str(os.getpid()),
+        }
+        self._proc = spawn(
             [self.python, "-m", "omnistory_core.engine.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -31,6 +31,7 @@ from omnistory_core.engine.stage import (
     CacheMiss,
     ComponentStats,
     LazyComponent,
+    StageDevices,
     StageItem,
     run_stage,
 )
@@ -199,6 +200,8 @@ def run_job(
     store: Store,
     retry_failures: bool | str = "errors",
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    devices: StageDevices | None = None,
+    stats: dict[str, ComponentStats] | None = None,
 ) -> JobResult:
     """Run the system's stages over the examples, stage-major, through the store.
 
@@ -211,12 +214,16 @@ def run_job(
     recomputed.  A component that fails its ``preflight()`` check, or cannot load when its stage
     first needs it, raises :class:`ComponentUnavailable`; the check fails the job before any call
     unless every output is already in the store (a cached re-run needs no API key).
+
+    ``devices``: where the stages of components that need a GPU run (replicas on a device pool,
+    :class:`omnistory_core.engine.replicas.ReplicaRunner`); None: in this process.  ``stats``: a
+    dict to fill with each component's counts as they happen (a progress view reads it).
     """
     mode = retry_mode(retry_failures)
     unavailable = preflight(components.values())
     if unavailable:
         try:
-            return _run_job(examples, components, store, mode, None, cache_only=True)
+            return _run_job(examples, components, store, mode, None, cache_only=True, stats=stats)
         except CacheMiss:
             component, exc = unavailable[0]
             message = unavailable_message(component, exc)
@@ -224,7 +231,7 @@ def run_job(
                 others = ", ".join(f"{c.kind}={c.name}" for c, _ in unavailable[1:])
                 message += f" (also cannot run: {others})"
             raise ComponentUnavailable(message) from None
-    return _run_job(examples, components, store, mode, progress)
+    return _run_job(examples, components, store, mode, progress, devices=devices, stats=stats)
 
 
 def _run_job(
@@ -234,9 +241,14 @@ def _run_job(
     mode: str,
     progress: Callable[[str, int], Callable[[int], None]] | None,
     cache_only: bool = False,
+    devices: StageDevices | None = None,
+    stats: dict[str, ComponentStats] | None = None,
 ) -> JobResult:
     media = MediaHasher()
-    stats = {c.key(): ComponentStats() for c in components.values()}
+    if stats is None:
+        stats = {}
+    stats.clear()
+    stats.update({c.key(): ComponentStats() for c in components.values()})
     pools = {
         ex.index: example_inputs(ex, media, oracle=any(c.oracle for c in components.values()))
         for ex in examples
@@ -274,6 +286,7 @@ def _run_job(
         derived_failure=derived_failure,
         load_failure="raise",
         cache_only=cache_only,
+        devices=devices,
     )
     lazy.release()
     if group == "planner":
@@ -313,6 +326,7 @@ def _run_job(
             advance=progress(f"{STAGE_MODALITY[stage]:<8} {component.key()}", len(examples)),
             load_failure="raise",
             cache_only=cache_only,
+            devices=devices,
         )
         lazy.release()
     return JobResult(examples, plans, media_results, stats, components, text)

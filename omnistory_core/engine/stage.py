@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import threading
 import time
-from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from pathlib import Path
+from typing import Any, Protocol, TypeGuard
 
 from omnistory_core.components import (
     Audio,
@@ -33,7 +34,9 @@ __all__ = [
     "ComponentStats",
     "Encoded",
     "LazyComponent",
+    "StageDevices",
     "StageItem",
+    "StageRun",
     "encode_result",
     "exception_failure",
     "is_failure",
@@ -249,6 +252,20 @@ def item_key(component: Component, inputs: dict[str, Any]) -> str:
     return call_key(component.key(), component.version, component.output_params(), inputs)
 
 
+class StageDevices(Protocol):
+    """Runs the claimable calls of a stage on replicas of its component on other devices
+    (:class:`omnistory_core.engine.replicas.ReplicaRunner`); given to :func:`run_stage` by the
+    job when ``engine.devices`` makes a device pool."""
+
+    def wants(self, component: Component) -> bool:
+        """Whether this component's calls run on devices (it needs a GPU)."""
+        ...
+
+    def run(self, stage: StageRun) -> None:
+        """Compute every call of ``stage`` still to claim (and the ones whose owner died)."""
+        ...
+
+
 def run_stage(
     lazy: LazyComponent,
     items: list[StageItem],
@@ -259,6 +276,7 @@ def run_stage(
     derived_failure: Callable[[CallRecord], bool] | None = None,
     load_failure: str = "record",
     cache_only: bool = False,
+    devices: StageDevices | None = None,
 ) -> dict[int, CallRecord | Failure]:
     """Compute (or fetch) the component's result for every item.
 
@@ -270,109 +288,207 @@ def run_stage(
     ``load_failure``: ``record`` makes every item of a component that cannot load a failure of
     this run (not stored); ``raise`` raises :class:`ComponentUnavailable` instead.
     ``cache_only``: raise :class:`CacheMiss` instead of computing anything.
+    ``devices``: run the calls on replicas on other devices when it ``wants`` the component.
+
+    Calls are claimed a batch at a time (the key locks of one ``batch_size`` chunk), so several
+    processes sharing the store -- jobs of a sweep, or replicas of this stage on other devices --
+    split a stage's calls between them instead of one claiming them all.
     """
     mode = retry_mode(retry_failures)
     component = lazy.component
-    stats = lazy.stats
-    advance = advance or (lambda n: None)
     bind = getattr(component, "bind_store", None)
     if callable(bind):
         bind(Path(store.root))
-    results: dict[int, CallRecord | Failure] = {}
-    keyed: dict[str, list[int]] = {}
-    inputs_by_key: dict[str, dict[str, Any]] = {}
+    stage = StageRun(lazy, store, mode, derived_failure, advance or (lambda n: None), load_failure)
     for item in items:
-        if item.blocked_by is not None:
-            results[item.index] = item.blocked_by
-            advance(1)
-            continue
-        key = item_key(component, item.inputs or {})
-        keyed.setdefault(key, []).append(item.index)
-        inputs_by_key.setdefault(key, item.inputs or {})
-
-    def usable(record: CallRecord | None) -> TypeGuard[CallRecord]:
-        return record is not None and not needs_recompute(record, mode, derived_failure)
-
-    def finish(key: str, record: CallRecord, computed: bool) -> None:
-        for n, index in enumerate(keyed[key]):
-            results[index] = record
-            if computed and n == 0:
-                stats.calls += 1
-                stats.computed.add(key)
-            else:
-                stats.cache_hits += 1
-            if record.status != "ok":
-                stats.failures += 1
-        advance(len(keyed[key]))
-
+        stage.add(item)
     pending: list[str] = []
-    for key in keyed:
+    for key in stage.keyed:
         record = store.get(key)
-        if usable(record):
-            finish(key, record, computed=False)
+        if stage.usable(record):
+            stage.finish(key, record, computed=False)
         else:
             pending.append(key)
     if pending and cache_only:
         raise CacheMiss(f"{component.key()}: {len(pending)} call(s) not in the store")
-
-    # Take the locks we can; keys held by another process are waited for afterwards.
-    mine: list[tuple[str, Any]] = []
-    theirs: list[str] = []
-    for key in pending:
-        lock = store.lock(key)
-        if lock.acquire(blocking=False):
-            record = store.get(key)
-            if usable(record):
-                lock.release()
-                finish(key, record, computed=False)
-            else:
-                mine.append((key, lock))
+    stage.pending.extend(pending)
+    if pending:
+        if devices is not None and devices.wants(component):
+            devices.run(stage)
         else:
-            theirs.append(key)
-
-    _compute(lazy, mine, inputs_by_key, store, finish, load_failure)
-
-    for key in theirs:
-        lock = store.lock(key)
-        lock.acquire(blocking=True)
-        record = store.get(key)
-        if usable(record):
-            lock.release()
-            finish(key, record, computed=False)
-        else:  # the other process died or failed to write: compute it ourselves
-            _compute(lazy, [(key, lock)], inputs_by_key, store, finish, load_failure)
-    return results
+            stage.run_here()
+    return stage.results
 
 
-def _compute(lazy, mine, inputs_by_key, store, finish, load_failure: str = "record") -> None:
-    component = lazy.component
-    owner = type(getattr(component, "_component", component))  # an isolated one: the real class
-    if mine:
-        try:
-            lazy.ensure_loaded()
-        except Exception as exc:
-            if load_failure == "raise":
-                for _, lock in mine:
-                    lock.release()
-                raise ComponentUnavailable(unavailable_message(component, exc)) from exc
-            # A model that cannot load (missing weights, bad path) is not a property of the
-            # items: record the failure for this run but do not store it, so the next run retries.
-            failure = exception_failure(exc)
-            failure = Failure(failure.category, f"load failed: {failure.message}")
-            for key, lock in mine:
-                record = CallRecord(
-                    key=key, component=component.key(), status="failure", failure=failure.to_dict()
-                )
-                finish(key, record, computed=False)
-                lock.release()
+class StageRun:
+    """One stage's bookkeeping, shared by the threads that compute its calls: the items by key,
+    the results, the keys still to claim, the keys other processes hold, and the stats."""
+
+    def __init__(
+        self,
+        lazy: LazyComponent,
+        store: Store,
+        mode: str,
+        derived_failure: Callable[[CallRecord], bool] | None,
+        advance: Callable[[int], None],
+        load_failure: str,
+    ):
+        self.lazy = lazy
+        self.component = lazy.component
+        self.stats = lazy.stats
+        self.store = store
+        self.mode = mode
+        self.derived_failure = derived_failure
+        self.advance = advance
+        self.load_failure = load_failure
+        self.results: dict[int, CallRecord | Failure] = {}
+        self.keyed: dict[str, list[int]] = {}
+        self.inputs_by_key: dict[str, dict[str, Any]] = {}
+        #: keys with no usable record, in item order; ``pending[cursor:]`` are still to claim
+        self.pending: list[str] = []
+        self.cursor = 0
+        #: keys another process held when this one tried them: waited for at the end
+        self.theirs: list[str] = []
+        #: why the component could not load (its remaining calls fail for this run, unstored)
+        self.load_error: Failure | None = None
+        self._claim_lock = threading.Lock()
+        self._result_lock = threading.RLock()
+
+    @property
+    def batch_size(self) -> int:
+        return max(1, self.component.batch_size)
+
+    def add(self, item: StageItem) -> None:
+        if item.blocked_by is not None:
+            self.results[item.index] = item.blocked_by
+            self.advance(1)
             return
-    size = max(1, component.batch_size)
-    for start in range(0, len(mine), size):
-        chunk = mine[start : start + size]
+        key = item_key(self.component, item.inputs or {})
+        self.keyed.setdefault(key, []).append(item.index)
+        self.inputs_by_key.setdefault(key, item.inputs or {})
+
+    def usable(self, record: CallRecord | None) -> TypeGuard[CallRecord]:
+        return record is not None and not needs_recompute(record, self.mode, self.derived_failure)
+
+    def finish(self, key: str, record: CallRecord, computed: bool) -> None:
+        with self._result_lock:
+            for n, index in enumerate(self.keyed[key]):
+                self.results[index] = record
+                if computed and n == 0:
+                    self.stats.calls += 1
+                    self.stats.computed.add(key)
+                else:
+                    self.stats.cache_hits += 1
+                if record.status != "ok":
+                    self.stats.failures += 1
+            self.advance(len(self.keyed[key]))
+
+    def count_load(self) -> None:
+        with self._result_lock:
+            self.stats.loads += 1
+
+    # -- claiming ---------------------------------------------------------------------------
+    def unclaimed(self) -> int:
+        """Keys no one of this stage has tried to claim yet."""
+        return len(self.pending) - self.cursor
+
+    def claim(self, size: int | None = None) -> list[tuple[str, Any]]:
+        """Lock up to ``size`` (default: the batch size) keys still to compute: the next chunk.
+        A key whose record appeared meanwhile is finished as a cache hit; a key another process
+        holds is left to :meth:`wait_theirs`.  Empty: nothing left to claim."""
+        size = size or self.batch_size
+        chunk: list[tuple[str, Any]] = []
+        with self._claim_lock:
+            while self.cursor < len(self.pending) and len(chunk) < size:
+                key = self.pending[self.cursor]
+                self.cursor += 1
+                lock = self.store.lock(key)
+                if lock.acquire(blocking=False):
+                    record = self.store.get(key)
+                    if self.usable(record):
+                        lock.release()
+                        self.finish(key, record, computed=False)
+                    else:
+                        chunk.append((key, lock))
+                else:
+                    self.theirs.append(key)
+        return chunk
+
+    def skip_done(self) -> None:
+        """Finish, as cache hits, unclaimed keys whose record another process has written
+        meanwhile (so no replica is started for calls that are already made)."""
+        with self._claim_lock:
+            rest = self.pending[self.cursor :]
+            left = []
+            for key in rest:
+                record = self.store.get(key)
+                if self.usable(record):
+                    self.finish(key, record, computed=False)
+                else:
+                    left.append(key)
+            self.pending[self.cursor :] = left
+
+    def wait_theirs(self) -> Iterator[tuple[str, Any]]:
+        """Wait for each key another process held; yields, locked, those it left without a
+        usable record (it died or failed to write): they are this process's to compute."""
+        while True:
+            with self._claim_lock:
+                if not self.theirs:
+                    return
+                key = self.theirs.pop(0)
+            lock = self.store.lock(key)
+            lock.acquire(blocking=True)
+            record = self.store.get(key)
+            if self.usable(record):
+                lock.release()
+                self.finish(key, record, computed=False)
+            else:
+                yield key, lock
+
+    # -- computing --------------------------------------------------------------------------
+    def run_here(self) -> None:
+        """Every call in this process, a claimed chunk at a time, then the others' leftovers."""
+        while chunk := self.claim():
+            self.compute(self.lazy.ensure_loaded, chunk)
+        for entry in self.wait_theirs():
+            self.compute(self.lazy.ensure_loaded, [entry])
+
+    def fail_load(self, chunk: list[tuple[str, Any]], exc: BaseException) -> None:
+        """The component could not load: ``raise`` mode raises (locks released), ``record``
+        mode makes the chunk's calls failures of this run, not stored, so the next run retries."""
+        if self.load_failure == "raise":
+            for _, lock in chunk:
+                lock.release()
+            raise ComponentUnavailable(unavailable_message(self.component, exc)) from exc
+        if self.load_error is None:
+            failure = exception_failure(exc)
+            self.load_error = Failure(failure.category, f"load failed: {failure.message}")
+        self.fail_chunk(chunk, self.load_error)
+
+    def fail_chunk(self, chunk: list[tuple[str, Any]], failure: Failure) -> None:
+        for key, lock in chunk:
+            record = CallRecord(
+                key=key, component=self.component.key(), status="failure", failure=failure.to_dict()
+            )
+            self.finish(key, record, computed=False)
+            lock.release()
+
+    def compute(self, loaded: Callable[[], Any], chunk: list[tuple[str, Any]]) -> None:
+        """Run one claimed chunk on the instance ``loaded()`` returns (loading it on first use),
+        store each result and release its lock.  One bad item never sinks its batch-mates."""
+        if self.load_error is not None:
+            self.fail_chunk(chunk, self.load_error)
+            return
         try:
-            instance = lazy.ensure_loaded()
+            instance = loaded()
+        except Exception as exc:
+            self.fail_load(chunk, exc)
+            return
+        component = self.component
+        owner = type(getattr(component, "_component", component))  # an isolated one: the real class
+        try:
             t0 = time.perf_counter()
-            outputs = instance.run_batch([inputs_by_key[k] for k, _ in chunk])
+            outputs = instance.run_batch([self.inputs_by_key[k] for k, _ in chunk])
             if len(outputs) != len(chunk):
                 raise RuntimeError(
                     f"{component.key()} returned {len(outputs)} results for {len(chunk)} items"
@@ -386,8 +502,7 @@ def _compute(lazy, mine, inputs_by_key, store, finish, load_failure: str = "reco
                 pairs, per_item = [], 0.0
                 for entry in chunk:
                     try:
-                        t0 = time.perf_counter()
-                        out = lazy.ensure_loaded().run_batch([inputs_by_key[entry[0]]])[0]
+                        out = instance.run_batch([self.inputs_by_key[entry[0]]])[0]
                     except Exception as exc:
                         out = exc
                     pairs.append((entry, out))
@@ -395,7 +510,7 @@ def _compute(lazy, mine, inputs_by_key, store, finish, load_failure: str = "reco
             try:
                 try:
                     status, output, failure, usage = encode_result(
-                        component.kind, out, store, getattr(component, "produces", None), owner
+                        component.kind, out, self.store, getattr(component, "produces", None), owner
                     )
                 except Exception as exc:  # malformed return value or empty waveform
                     status, output, failure, usage = (
@@ -413,7 +528,7 @@ def _compute(lazy, mine, inputs_by_key, store, finish, load_failure: str = "reco
                     usage=usage,
                     seconds=round(per_item, 6),
                 )
-                store.put(record)
-                finish(key, record, computed=True)
+                self.store.put(record)
+                self.finish(key, record, computed=True)
             finally:
                 lock.release()

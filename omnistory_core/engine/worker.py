@@ -23,6 +23,9 @@ import sys
 import traceback
 from typing import Any
 
+#: the pid of the process a worker must not outlive (:func:`die_with_parent`)
+PARENT_ENV = "OMNISTORY_WORKER_PARENT"
+
 
 def decode_value(value: Any) -> Any:
     from omnistory_core.components import Media
@@ -119,7 +122,27 @@ def serve(stdin, stdout) -> int:
     return 0
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when the process that started it dies, so a worker
+    never goes on computing calls whose store locks died with its parent (no-op elsewhere)."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl
+        return
+    if str(os.getppid()) != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main() -> int:
+    die_with_parent()
     # Keep the protocol channel clean: everything printed by libraries goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

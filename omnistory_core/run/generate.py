@@ -38,6 +38,23 @@ def named_on_command_line() -> set[str]:
     return named
 
 
+def _stage_devices(cfg: DictConfig, store_root: Path, components: dict[str, Any]) -> Any:
+    """``engine.devices`` / ``engine.device_locks`` -> the job's device runner (or None)."""
+    from omnistory_core.engine.devices import DeviceError
+    from omnistory_core.engine.replicas import stage_devices
+    from omnistory_core.errors import ConfigError
+
+    try:
+        return stage_devices(
+            cfg.engine.get("devices"),
+            cfg.engine.get("device_locks") or None,
+            store_root,
+            components.values(),
+        )
+    except DeviceError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory; returns the manifest."""
     from omnistory_core.data.cache import dataset_spec, load_examples
@@ -73,6 +90,7 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
 
         return dry_run_system(cfg, system, components, examples, output_dir)
     store = Store(Path(cfg.engine.store).resolve())
+    devices = _stage_devices(cfg, store.root, components)
     for group, node in system.specs.items():
         components[group] = maybe_isolate(components[group], node.get("runner"), store.root)
     oracle = any(c.oracle for c in components.values())
@@ -85,6 +103,7 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             store=store,
             retry_failures=cfg.engine.retry_failures,
             progress=progress,
+            devices=devices,
         )
     missing = materialize(output_dir, result, store)
     manifest = job_manifest(

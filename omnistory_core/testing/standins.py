@@ -11,8 +11,12 @@ parameters.  What the stand-ins return is derived from a hash of their inputs:
 * a planner: a valid plan; a backbone: narration, a small image, a short tone and a full plan;
 * an image expert: an 8x8 image; a TTS expert: a 0.1 s tone.
 
-``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time).
-Built-in components (template, copy, espeak, noop, ...) are left alone.
+``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time);
+``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
+inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``), so a test can tell that no call was made
+twice and on which devices calls ran.  A stand-in needs the GPUs its real component says it needs
+(``uses_gpu``, ``gpus()``).  Built-in components (template, copy, espeak, noop, ...) are left
+alone.
 """
 
 from __future__ import annotations
@@ -115,6 +119,9 @@ def standin_classes(kind: str) -> list[type]:
         }
         if kind == "backbone":
             attrs["produces"] = frozenset(real.produces)
+        for name in ("uses_gpu", "gpus"):  # where the engine runs it: as the real one
+            if hasattr(real, name):
+                attrs[name] = getattr(real, name)
         out.append(type(f"StandIn_{kind}_{real.name}", (base,), attrs))
     return out
 
@@ -137,6 +144,26 @@ def _sleep() -> None:
     delay = float(os.environ.get("OMNISTORY_STANDIN_DELAY_S") or 0)
     if delay > 0:
         time.sleep(delay)
+
+
+def _log(component: Any, digest: bytes) -> None:
+    path = os.environ.get("OMNISTORY_STANDIN_LOG")
+    if not path:
+        return
+    line = json.dumps(
+        {
+            "component": component.key(),
+            "digest": digest.hex(),
+            "pid": os.getpid(),
+            "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+    )
+    # one write of a short line to an O_APPEND file: lines of concurrent processes never mix
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def _plan(digest: bytes) -> dict[str, Any]:
@@ -195,7 +222,9 @@ class _Planner(Planner):
         from omnistory_core.components import PlannerResponse
 
         _sleep()
-        return PlannerResponse(json.dumps(_plan(_digest(self, item))))
+        digest = _digest(self, item)
+        _log(self, digest)
+        return PlannerResponse(json.dumps(_plan(digest)))
 
 
 class _Backbone(Backbone):
@@ -206,6 +235,7 @@ class _Backbone(Backbone):
 
         _sleep()
         digest = _digest(self, item)
+        _log(self, digest)
         plan = _plan(digest)
         return BackboneOutput(
             text=plan["narration"],
@@ -220,7 +250,9 @@ class _Image(ImageExpert):
 
     def run_one(self, item):
         _sleep()
-        return _image(_digest(self, item))
+        digest = _digest(self, item)
+        _log(self, digest)
+        return _image(digest)
 
 
 class _TTS(TTSExpert):
@@ -228,4 +260,6 @@ class _TTS(TTSExpert):
 
     def run_one(self, item):
         _sleep()
-        return _tone(_digest(self, item))
+        digest = _digest(self, item)
+        _log(self, digest)
+        return _tone(digest)

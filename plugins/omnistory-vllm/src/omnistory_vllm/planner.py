@@ -143,6 +143,13 @@ class VLLMPlanner(OpenAIChatPlanner):
             self._server = server
         return self._server.base_url
 
+    def gpus(self) -> int:
+        """GPUs one replica needs: a server it starts gets tensor x pipeline parallel GPUs (from
+        ``launch_args``); a server running elsewhere needs none here."""
+        if not self.params.get("launch"):
+            return 0
+        return parallel_size(list(self.params.get("launch_args") or []))
+
     @property
     def server(self) -> VLLMServer | None:
         """The server this planner started (``planner.launch=true``), if any."""
@@ -183,6 +190,26 @@ class VLLMPlanner(OpenAIChatPlanner):
     def extra_request_kwargs(self) -> dict[str, Any]:
         template_kwargs = dict(self.params["chat_template_kwargs"])
         return {"extra_body": {"chat_template_kwargs": template_kwargs}} if template_kwargs else {}
+
+
+def parallel_size(args: list[str]) -> int:
+    """GPUs ``vllm serve`` uses with these arguments: tensor x pipeline parallel size."""
+    sizes = {"tensor": 1, "pipeline": 1}
+    names = {
+        "--tensor-parallel-size": "tensor",
+        "-tp": "tensor",
+        "--pipeline-parallel-size": "pipeline",
+        "-pp": "pipeline",
+    }
+    for i, arg in enumerate(args):
+        name, eq, value = str(arg).partition("=")
+        if name in names:
+            raw = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                sizes[names[name]] = max(1, int(raw))
+            except ValueError:
+                pass  # vLLM itself says what is wrong with it
+    return sizes["tensor"] * sizes["pipeline"]
 
 
 def _drop_key(value: Any, key: str) -> Any:

@@ -1,0 +1,283 @@
+"""``hydra/launcher=omnistory`` (the default): the jobs of a ``-m`` sweep on this machine.
+
+* One job at a time, in this process, exactly as Hydra's basic launcher runs them, when
+  ``engine.devices`` gives fewer than two devices (a CPU machine, one GPU) and
+  ``hydra.launcher.jobs`` is not set.
+* With two devices or more, ``hydra.launcher.jobs`` (default: one per device) jobs at once, each
+  in a fresh process (a process that has not initialised CUDA yet can still be pinned to its
+  devices).  The jobs share the devices through the device pool
+  (:mod:`omnistory_core.engine.devices`): every GPU stage of every job runs on replicas on the
+  devices free at the time, so jobs that share a component split its calls through the store's
+  locks and no device idles while calls remain (:mod:`omnistory_core.engine.replicas`).
+* A job whose process is killed (``kill -9``, the out-of-memory killer) is started again, up to
+  ``hydra.launcher.restarts`` times; it recomputes only the calls it had not stored.  A job still
+  killed after that is recorded like a job with a configuration error (``<job>/job_error.json``):
+  the others finish and the sweep exits 1.
+
+A job runs in its child as Hydra's joblib and Ray launchers run one in their workers: the sweep's
+Hydra context, config and task function travel pickled (cloudpickle), and the child composes its
+own job config and calls Hydra's ``run_job``, so callbacks, job directories and logs are the same
+as with the basic launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OmnistoryLauncher", "parallel_jobs"]
+
+#: per-job payloads and results of a parallel sweep (inside the sweep directory)
+WORK_DIR = ".launcher"
+
+
+def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
+    """How many jobs run at once: ``hydra.launcher.jobs``, else one per device when there are
+    two or more, else 1 (in the sweep's own process)."""
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"hydra.launcher.jobs={jobs!r}: expected null or an integer >= 1")
+        return jobs
+    return len(devices) if len(devices) >= 2 else 1
+
+
+class OmnistoryLauncher(Launcher):
+    def __init__(self, jobs: int | None = None, restarts: int = 1) -> None:
+        self.jobs = jobs
+        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+            raise ValueError(f"hydra.launcher.restarts={restarts!r}: expected an integer >= 0")
+        self.restarts = restarts
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from omnistory_core.engine.devices import DeviceError, resolve_devices
+
+        assert self.config is not None
+        try:
+            devices = resolve_devices(self.config.engine.get("devices"))
+        except DeviceError:
+            devices = []  # every job says why in its job_error.json
+        n = parallel_jobs(self.jobs, devices)
+        if n == 1:
+            return self._in_process(job_overrides, initial_job_idx)
+        return self._parallel(job_overrides, initial_job_idx, n, devices)
+
+    # -- one job after another, in this process ------------------------------------------------
+    def _in_process(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+        basic = BasicLauncher()
+        assert self.hydra_context is not None and self.task_function is not None
+        assert self.config is not None
+        basic.setup(
+            hydra_context=self.hydra_context, task_function=self.task_function, config=self.config
+        )
+        return basic.launch(job_overrides, initial_job_idx)
+
+    # -- n jobs at once, each in a fresh process ------------------------------------------------
+    def _parallel(
+        self,
+        job_overrides: Sequence[Sequence[str]],
+        initial_job_idx: int,
+        n: int,
+        devices: Sequence[str],
+    ) -> Sequence[JobReturn]:
+        import cloudpickle
+
+        from omnistory_core.engine.replicas import SHARED_DEVICES_ENV
+
+        assert self.config is not None and self.hydra_context is not None
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        work = sweep_dir / WORK_DIR
+        work.mkdir(parents=True, exist_ok=True)
+        log.info(
+            "Launching %d jobs, %d at a time, on device(s) %s",
+            len(job_overrides),
+            n,
+            ",".join(devices) or "none",
+        )
+        singleton_state = Singleton.get_state()
+        # every job process shares the devices through the pool, even a single one
+        env = {**os.environ, SHARED_DEVICES_ENV: "1"}
+        queue = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
+        starts: dict[int, int] = {}
+        running: dict[int, tuple[subprocess.Popen[bytes], list[str]]] = {}
+        results: dict[int, JobReturn] = {}
+        try:
+            while queue or running:
+                while queue and len(running) < n:
+                    idx, overrides = queue.popleft()
+                    payload = work / f"job-{idx}.pkl"
+                    payload.write_bytes(
+                        cloudpickle.dumps(
+                            (
+                                idx,
+                                overrides,
+                                self.hydra_context,
+                                self.config,
+                                self.task_function,
+                                singleton_state,
+                                os.getcwd(),
+                            )
+                        )
+                    )
+                    result = work / f"job-{idx}.result.pkl"
+                    result.unlink(missing_ok=True)
+                    starts[idx] = starts.get(idx, 0) + 1
+                    if starts[idx] == 1:
+                        log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", __name__, str(payload), str(result)], env=env
+                    )
+                    running[idx] = (proc, overrides)
+                time.sleep(0.05)
+                for idx, (proc, overrides) in list(running.items()):
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    del running[idx]
+                    result = work / f"job-{idx}.result.pkl"
+                    if result.exists():
+                        results[idx] = cloudpickle.loads(result.read_bytes())
+                        result.unlink()
+                    elif starts[idx] <= self.restarts:
+                        log.warning(
+                            "job #%d's process died (%s); starting it again (%d of %d): the"
+                            " store keeps every call it finished",
+                            idx,
+                            _exit_reason(code),
+                            starts[idx],
+                            self.restarts,
+                        )
+                        queue.appendleft((idx, overrides))
+                    else:
+                        results[idx] = self._lost(idx, overrides, code, starts[idx])
+                    (work / f"job-{idx}.pkl").unlink(missing_ok=True)
+        finally:
+            for proc, _ in running.values():  # the sweep itself was interrupted
+                proc.terminate()
+            for proc, _ in running.values():
+                proc.wait()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return [results[idx] for idx in sorted(results)]
+
+    def _lost(self, idx: int, overrides: list[str], code: int, starts: int) -> JobReturn:
+        """A job whose process kept dying: recorded like a failed job, the sweep goes on."""
+        from omnistory_core.engine.store import atomic_write_bytes
+
+        assert self.config is not None and self.hydra_context is not None
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(config):
+            config.hydra.job.id = idx
+            config.hydra.job.num = idx
+        try:
+            system_id = str(config.system_id)
+            job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+        except Exception:  # noqa: BLE001 - a config that does not resolve: name the job by number
+            system_id = f"job {idx}"
+            job_dir = Path(str(self.config.hydra.sweep.dir)) / f"job-{idx}"
+        error = (
+            f"JobLost: the job's process died {starts} time(s), the last {_exit_reason(code)};"
+            " the store keeps what it finished: run the sweep again"
+        )
+        log.error("job #%d (%s): %s", idx, system_id, error)
+        record = {"system_id": system_id, "error": error}
+        atomic_write_bytes(
+            job_dir / "job_error.json", (json.dumps(record, indent=2) + "\n").encode()
+        )
+        return JobReturn(
+            overrides=overrides,
+            cfg=config,
+            hydra_cfg=None,
+            working_dir=str(job_dir),
+            task_name=str(self.config.hydra.job.name),
+            status=JobStatus.COMPLETED,
+            _return_value=None,
+        )
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+# -- the job's process ----------------------------------------------------------------------------
+def _run_child(payload: Path, result: Path) -> int:
+    """Run one job as Hydra's joblib launcher runs one in a worker, and pickle its JobReturn."""
+    import cloudpickle
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import run_job
+
+    from omnistory_core.engine.store import atomic_write_bytes
+
+    idx, overrides, hydra_context, config, task_function, singleton_state, cwd = cloudpickle.loads(
+        payload.read_bytes()
+    )
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = idx
+        sweep_config.hydra.job.num = idx
+    HydraConfig.instance().set_config(sweep_config)
+    ret = run_job(
+        hydra_context=hydra_context,
+        task_function=task_function,
+        config=sweep_config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+    try:
+        data = cloudpickle.dumps(ret)
+    except Exception:  # noqa: BLE001 - an unpicklable return value or exception: keep its text
+        value = ret._return_value
+        failed = ret.status != JobStatus.COMPLETED
+        ret._return_value = RuntimeError(f"{type(value).__name__}: {value}") if failed else None
+        data = cloudpickle.dumps(ret)
+    atomic_write_bytes(result, data)
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    return _run_child(Path(argv[0]), Path(argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,241 @@
+"""Data-parallel stages: replicas of a component on the devices of a :class:`DevicePool`.
+
+When ``engine.devices`` makes a device pool, a stage of a component that needs a GPU
+(:func:`~omnistory_core.engine.devices.gpus_needed`) does not run in the job's process.  Its calls
+run on *replicas*: worker processes of the component (the isolation worker,
+:mod:`omnistory_core.engine.worker`, in the component's own environment when it has one), each
+pinned through ``CUDA_VISIBLE_DEVICES`` to the device(s) it leased.  Each replica loads the model
+once and takes claimed chunks of the stage's calls (a ``batch_size`` at a time, the key locks of
+the store) until none are left; meanwhile the stage starts another replica whenever a device is
+free and unclaimed calls remain beyond what the running replicas will take, so no device idles
+while the stage has calls to hand out.  A tensor-parallel model gets its ``gpus()`` devices per
+replica.
+
+What a replica computes is exactly what the job's process would: the same key, the same inputs,
+the same encoding into the store (the worker encodes in the same environment), in the same
+chunks; a result depends on neither the device nor the replica that made it.  A replica that dies
+(``kill -9``, out of memory) is restarted on its device and its chunk is tried once more; a
+second death records the chunk as ``model_error`` failures (recomputed by the next run).  Workers
+die with the job's process (``PR_SET_PDEATHSIG``), so a killed job leaves no replica computing
+calls whose locks it has lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import Component
+from omnistory_core.engine.devices import (
+    DeviceError,
+    DeviceLease,
+    DevicePool,
+    default_lock_dir,
+    gpus_needed,
+    resolve_devices,
+)
+from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
+from omnistory_core.engine.stage import StageRun
+
+log = logging.getLogger("omnistory")
+
+__all__ = ["SHARED_DEVICES_ENV", "ReplicaRunner", "replica_of", "stage_devices"]
+
+#: set (to 1) by a launcher that runs several jobs at once on this machine: even one device is
+#: then a pool, so that two jobs never load models onto the same GPU at the same time
+SHARED_DEVICES_ENV = "OMNISTORY_DEVICES_SHARED"
+
+
+def stage_devices(
+    setting: Any,
+    lock_dir: str | Path | None,
+    store_root: str | Path,
+    components: Iterable[Component] = (),
+) -> ReplicaRunner | None:
+    """What a job does with ``engine.devices``: a :class:`ReplicaRunner` over a device pool when
+    there are two devices or more (or one that jobs running at once share), after hiding every GPU
+    from this process (its GPU work runs on replicas); with one device, that device for this
+    process; with none, None (everything in this process, as on a CPU machine).  A component
+    that needs more GPUs at once than there are is refused before anything runs."""
+    devices = resolve_devices(setting)
+    for component in components:
+        need = gpus_needed(component)
+        if devices and need > len(devices):
+            raise DeviceError(
+                f"{component.kind}={component.name} needs {need} GPUs at once but engine.devices"
+                f" has {len(devices)} ({','.join(devices)})"
+            )
+    shared = os.environ.get(SHARED_DEVICES_ENV) == "1"
+    if len(devices) >= 2 or (devices and shared):
+        pool = DevicePool(devices, lock_dir or default_lock_dir())
+        # a GPU component misdeclared as CPU-only must not grab a replica's device unseen
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return ReplicaRunner(pool, store_root)
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[0]
+    return None
+
+
+def replica_of(component: Component, store_root: str | Path, lease: DeviceLease) -> Any:
+    """A worker of ``component`` pinned to the lease's devices: in the component's own
+    environment when it is isolated (``runner.python``), else in this interpreter's."""
+    if isinstance(component, IsolatedComponent):
+        return IsolatedComponent(
+            component._component,
+            component.python,
+            store_root,
+            env={**component.env, **lease.env()},
+            timeout_s=component.timeout_s,
+        )
+    return IsolatedComponent(component, sys.executable, store_root, env=lease.env())
+
+
+@dataclass
+class _Replica:
+    lease: DeviceLease
+    worker: Any  # IsolatedComponent
+    thread: threading.Thread | None = None
+
+
+class ReplicaRunner:
+    """The :class:`~omnistory_core.engine.stage.StageDevices` of a job with a device pool."""
+
+    def __init__(self, pool: DevicePool, store_root: str | Path, poll_s: float = 0.1):
+        self.pool = pool
+        self.store_root = str(store_root)
+        self.poll_s = poll_s
+
+    def wants(self, component: Component) -> bool:
+        return gpus_needed(component) > 0
+
+    # -- one stage ----------------------------------------------------------------------------
+    def run(self, stage: StageRun) -> None:
+        need = gpus_needed(stage.component)
+        self.pool._check(need)  # a model wider than the pool: one clear error, nothing claimed
+        replicas: list[_Replica] = []
+        errors: list[BaseException] = []
+        try:
+            self._fan_out(stage, need, replicas, errors)
+            for replica in replicas:
+                assert replica.thread is not None
+                replica.thread.join()
+            if errors:
+                raise errors[0]
+            self._leftovers(stage, need)
+        finally:
+            for replica in replicas:
+                if replica.thread is not None and replica.thread.is_alive():
+                    replica.thread.join()
+                _close(replica)
+
+    def _fan_out(
+        self, stage: StageRun, need: int, replicas: list[_Replica], errors: list[BaseException]
+    ) -> None:
+        """Start replicas while devices are free and unclaimed calls would keep them busy."""
+        size = stage.batch_size
+        while not errors:
+            stage.skip_done()
+            left = stage.unclaimed()
+            if left == 0:
+                return
+            busy = sum(1 for r in replicas if r.thread is not None and r.thread.is_alive())
+            if busy < math.ceil(left / size):
+                lease = (
+                    self.pool.try_acquire(need)
+                    if busy
+                    else self.pool.acquire(need, give_up=lambda: stage.unclaimed() == 0)
+                )
+                if lease is not None:
+                    replica = _Replica(lease, replica_of(stage.component, self.store_root, lease))
+                    replica.thread = threading.Thread(
+                        target=self._work,
+                        args=(stage, replica, errors),
+                        name=f"replica-{stage.component.key()}-{','.join(lease.devices)}",
+                        daemon=True,
+                    )
+                    replicas.append(replica)
+                    log.info(
+                        "%s: replica %d on device(s) %s",
+                        stage.component.key(),
+                        len(replicas),
+                        ",".join(lease.devices),
+                    )
+                    replica.thread.start()
+                    continue
+            time.sleep(self.poll_s)
+
+    def _work(self, stage: StageRun, replica: _Replica, errors: list[BaseException]) -> None:
+        """One replica: load once, then claimed chunks until none are left; devices back."""
+        try:
+            loaded = _Loader(stage, replica.worker)
+            while not errors and (chunk := stage.claim()):
+                stage.compute(loaded, chunk)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the stage's thread
+            errors.append(exc)
+        finally:
+            _close(replica)
+
+    def _leftovers(self, stage: StageRun, need: int) -> None:
+        """Keys other processes held: wait for them; compute those they left without a record
+        on a replica started for them (rare: their owner died or failed to write)."""
+        replica: _Replica | None = None
+        loaded: _Loader | None = None
+        try:
+            for entry in stage.wait_theirs():
+                if replica is None:
+                    lease = self.pool.acquire(need)
+                    assert lease is not None  # give_up never says so
+                    replica = _Replica(lease, replica_of(stage.component, self.store_root, lease))
+                    loaded = _Loader(stage, replica.worker)
+                assert loaded is not None
+                stage.compute(loaded, [entry])
+        finally:
+            if replica is not None:
+                _close(replica)
+
+
+class _Loader:
+    """``loaded()`` for :meth:`StageRun.compute`: starts the worker (the model load) once and
+    returns it wrapped so that a chunk whose worker died runs once more."""
+
+    def __init__(self, stage: StageRun, worker: Any):
+        self.stage = stage
+        self.worker = worker
+        self.loaded = False
+
+    def __call__(self) -> Any:
+        if not self.loaded:
+            self.worker.load()
+            self.loaded = True
+            self.stage.count_load()
+        return self
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        outputs = self.worker.run_batch(items)
+        if outputs and all(isinstance(o, WorkerDied) for o in outputs):
+            # a killed worker is not a property of the items: its restart gets them once more
+            log.warning(
+                "%s: the replica on device(s) %s died (%s); running its %d call(s) again",
+                self.stage.component.key(),
+                self.worker.env.get("CUDA_VISIBLE_DEVICES"),
+                outputs[0],
+                len(items),
+            )
+            self.stage.count_load()
+            outputs = self.worker.run_batch(items)
+        return outputs
+
+
+def _close(replica: _Replica) -> None:
+    try:
+        replica.worker.unload()
+    finally:
+        replica.lease.release()
