@@ -26,12 +26,15 @@ What is here:
 * **Planners**: the prompt variants and the request of one example (:func:`get_variant`,
   :func:`build_request`); :class:`VLMPlanner` (any SDK), :class:`OpenAIChatPlanner`
   (OpenAI-compatible Chat Completions, vLLM included), replies and usage for API planners.
+* **Provider batches**: :func:`batch_parameters` (the ``batch*`` parameters of a component on a
+  provider batch API) and :data:`BATCH_DISCOUNT` (see :mod:`omnistory_core.batch_api`).
 * **Retries**: the one retry policy of planners, judges and plugins (:mod:`omnistory_core.retry`).
 * **Experts**: the helpers the diffusers image experts share, speaker voices, source checkouts.
 """
 
 from __future__ import annotations
 
+from omnistory_core.batch_api import BATCH_DISCOUNT, batch_parameters
 from omnistory_core.builtin.espeak_tts import EspeakTTS
 from omnistory_core.checkout import Checkout, CheckoutError, git_revision
 from omnistory_core.components import (
@@ -202,6 +205,9 @@ __all__ = [
     "reply_from_anthropic_message",
     "reply_from_chat_completion",
     "usage_record",
+    # -- provider batches
+    "BATCH_DISCOUNT",
+    "batch_parameters",
     # -- the one retry policy
     "CallOutcome",
     "ErrorInfo",

@@ -32,6 +32,7 @@ FailureCategory = Literal[
     "model_error",
     "empty_output",
     "timeout",
+    "batch_pending",
     "upstream_failed",
     "not_produced",
     "backbone_no_text",

@@ -21,6 +21,11 @@ component when it meets a call no earlier job made), and estimates: API cost in 
 build a request: prompt tokens counted on the real prompt, see :func:`count_tokens`; price from the
 planner's ``prices`` or :data:`~omnistory_core.planning.usage.REFERENCE_PRICES`) and GPU-hours
 (``calls`` x seconds per call from :data:`THROUGHPUT` or ``engine.plan.throughput``).
+
+Each job's file also says what its job directory will hold (``candidates``: per example the
+narration, image, speech and plan, known from the store, still to make, or missing), from which
+the sweep callback plans the end-of-sweep evaluation (:mod:`omnistory_core.evaluation.plan`):
+its rows (``metric/<name>``, ``judge/<id>``) join the table through :func:`add_components`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from omnistory_core.contract import Failure, StoryExample
 from omnistory_core.engine.failures import preflight, retry_mode
 from omnistory_core.engine.job import (
     PLAN_PATHS,
+    STAGE_MODALITY,
     MediaHasher,
     PlanOutcome,
     _backbone_outcome,
@@ -49,7 +55,9 @@ from omnistory_core.engine.job import (
     plan_fields_needed,
     project,
     source_group,
+    symbolic_key,
 )
+from omnistory_core.engine.outputs import _plan_record
 from omnistory_core.engine.stage import ComponentStats, item_key, needs_recompute
 from omnistory_core.engine.store import CallRecord, Store
 from omnistory_core.planning.usage import Price, parse_price_table, reference_price
@@ -257,6 +265,11 @@ def _estimate(
     estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
     if pricing.price is not None:
         estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
+        if component.params.get("batch"):  # a provider batch bills half the standard price
+            from omnistory_core.batch_api import BATCH_DISCOUNT
+
+            estimate["cost_usd"] *= BATCH_DISCOUNT
+            estimate["batch"] = True
     return estimate
 
 
@@ -274,13 +287,24 @@ def plan_job(
     store: Store,
     retry_failures: bool | str = "errors",
     settings: PlanSettings | None = None,
+    symbolic_experts: bool = False,
+    media: MediaHasher | None = None,
 ) -> dict[str, Any]:
     """The keys one job would look up, per component in stage order: ``pending`` (no usable
-    record: a call to make) and ``cached``; and per pending planner call, its token and cost
-    estimate."""
+    record: a call to make) and ``cached``; per pending planner call, its token and cost
+    estimate; and ``candidates``, per example the outputs the evaluation will read from the job
+    directory (``text``, ``image``, ``speech``, ``plan``): ``{"value": ...}`` (a narration or
+    plan known from the store), ``{"blob": sha256, "ext": ...}`` (a stored image or speech),
+    ``{"pending": call key}`` (made by a call still to make, assumed to succeed) or None (a
+    missing output).
+
+    ``symbolic_experts``: name every pending expert call by its upstream call and plan field
+    (:func:`~omnistory_core.engine.job.symbolic_key`), even where the plan is stored, so that jobs
+    planning at different times name a shared call alike (the sweep's progress view).  ``media``:
+    a :class:`MediaHasher` to share between jobs (each dataset file is hashed once)."""
     mode = retry_mode(retry_failures)
     settings = settings or PlanSettings()
-    media = MediaHasher()
+    media = media or MediaHasher()
     oracle = any(c.oracle for c in components.values())
     pools = {ex.index: example_inputs(ex, media, oracle=oracle) for ex in examples}
     group = source_group(components)
@@ -303,9 +327,10 @@ def plan_job(
 
     def stage(
         component: Component,
-        items: Iterable[tuple[int, dict[str, Any]]],
+        items: Iterable[tuple[Any, ...]],
         derived: Any = None,
     ) -> dict[int, tuple[str, CallRecord | None]]:
+        """``items``: (index, inputs) or (index, inputs, the name a pending call is listed by)."""
         pricing = _pricing(component)
         entry = out.setdefault(
             component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
@@ -320,7 +345,7 @@ def plan_job(
         )
         results: dict[int, tuple[str, CallRecord | None]] = {}
         seen: dict[str, CallRecord | None] = {}
-        for index, inputs in items:
+        for index, inputs, *alias in items:
             key = item_key(component, inputs)
             if key not in seen:
                 record = store.get(key)
@@ -329,7 +354,7 @@ def plan_job(
                 if usable:
                     entry["cached"].append(key)
                 else:
-                    entry["pending"].append(key)
+                    entry["pending"].append(alias[0] if alias else key)
                     if pricing is not None:
                         entry["estimates"][key] = _estimate(component, inputs, pricing, settings)
             results[index] = (key, seen[key])
@@ -343,16 +368,29 @@ def plan_job(
     out[source.key()]["group"] = group
     plans: dict[int, Any] = {}
     text: dict[int, str | Failure] = {}
+    # what the job directory will hold, per example: the candidates the evaluation reads
+    candidates: dict[int, dict[str, Any]] = {ex.index: {"index": ex.index} for ex in examples}
+    native = getattr(source, "produces", frozenset()) if group == "backbone" else frozenset()
     for ex in examples:
         key, record = first[ex.index]
+        outputs = candidates[ex.index]
         if record is None:  # still to compute: assume it succeeds
             plans[ex.index] = PlanOutcome(None, None, None, key=key, fields=_symbolic(key))
             text[ex.index] = "(planned)"
-        elif group == "planner":
+            for modality in ("text", "plan", *sorted(m for m in native if m != "text")):
+                outputs[modality] = {"pending": key}
+            continue
+        if group == "planner":
             plans[ex.index] = _plan_outcome(record, ComponentStats())
             text[ex.index] = _planner_text(plans[ex.index])
         else:
-            plans[ex.index], text[ex.index], _ = _backbone_outcome(record, source, needed)
+            plans[ex.index], text[ex.index], own = _backbone_outcome(record, source, needed)
+            for modality, value in own.items():
+                outputs[modality] = _stored_media(value)
+        value = text[ex.index]
+        outputs["text"] = {"value": value} if isinstance(value, str) else None
+        plan = _plan_record(plans[ex.index])
+        outputs["plan"] = {"value": plan} if plan is not None else None
     for group_name in ("image", "tts"):
         if group_name not in components:
             continue
@@ -362,11 +400,38 @@ def plan_job(
             pool = dict(pools[ex.index])
             pool.update(plans[ex.index].fields)
             if _blocked(component, pool, plans[ex.index], text[ex.index]) is None:
-                items.append((ex.index, project(component, pool)))
-        stage(component, items)
+                upstream = plans[ex.index].key
+                alias = (
+                    [symbolic_key(component, pools[ex.index], upstream)]
+                    if symbolic_experts and upstream is not None
+                    else []
+                )
+                items.append((ex.index, project(component, pool), *alias))
+        made = stage(component, items)
         out[component.key()]["group"] = group_name
+        modality = STAGE_MODALITY[group_name]
+        for ex in examples:
+            if ex.index not in made:  # blocked by its plan: a missing output
+                candidates[ex.index][modality] = None
+                continue
+            key, record = made[ex.index]
+            candidates[ex.index][modality] = (
+                {"pending": key} if record is None else _stored_media(record)
+            )
     unavailable = [f"{c.kind}={c.name}: {exc}" for c, exc in preflight(components.values())]
-    return {"components": out, "cannot_run_here": unavailable}
+    return {
+        "components": out,
+        "cannot_run_here": unavailable,
+        "candidates": [candidates[ex.index] for ex in examples],
+    }
+
+
+def _stored_media(value: CallRecord | Failure) -> dict[str, Any] | None:
+    """A stored image or speech output as the job directory will hold it (its blob), or None
+    when the output will be missing (a failed call or modality)."""
+    if isinstance(value, Failure) or value.status != "ok" or not value.output.get("blob"):
+        return None
+    return {"blob": str(value.output["blob"]), "ext": str(value.output.get("ext", ""))}
 
 
 # -- the sweep -----------------------------------------------------------------------------
@@ -395,46 +460,11 @@ def merge_plans(jobs: list[dict[str, Any]], settings: PlanSettings | None = None
             info.setdefault(key, entry)
     components: dict[str, dict[str, Any]] = {}
     for key in sorted(pending):
-        calls = len(pending[key])
-        entry = info[key]
-        row: dict[str, Any] = {
-            "calls": calls,
-            "cached": len(cached[key] - pending[key]),
-            "loads": loads[key],
-            "est_cost_usd": None,
-            "est_gpu_hours": None,
-        }
         per_key = [estimates[key][k] for k in pending[key] if k in estimates[key]]
-        if entry.get("price_source") is None:
-            row["est_cost_usd"] = 0.0  # no hosted API: no per-call price
-        else:
-            if len(per_key) == calls:
-                row["est_input_tokens"] = sum(int(e["input_tokens"]) for e in per_key)
-                row["est_output_tokens"] = sum(int(e["output_tokens"]) for e in per_key)
-                if all("cost_usd" in e for e in per_key):
-                    row["est_cost_usd"] = round(sum(float(e["cost_usd"]) for e in per_key), 6)
-            row["price_source"] = entry["price_source"]
-        seconds = entry.get("seconds_per_call")
-        if seconds is not None:
-            row["est_gpu_hours"] = round(calls * float(seconds) / 3600, 6)
-        elif calls == 0:
-            row["est_gpu_hours"] = 0.0
-        row["throughput_source"] = entry.get("seconds_source")
-        components[key] = row
-    cost = [r["est_cost_usd"] for r in components.values()]
-    hours = [r["est_gpu_hours"] for r in components.values()]
-    total_hours = round(sum(h for h in hours if h is not None), 6)
-    total: dict[str, Any] = {
-        "calls": sum(r["calls"] for r in components.values()),
-        "cached": sum(r["cached"] for r in components.values()),
-        "loads": sum(r["loads"] for r in components.values()),
-        "est_cost_usd": round(sum(c for c in cost if c is not None), 6),
-        "est_gpu_hours": total_hours,
-        "est_wall_hours": round(total_hours / settings.gpus, 6),
-        # components whose estimate is unknown: the totals above leave them out
-        "unpriced": sorted(k for k, r in components.items() if r["est_cost_usd"] is None),
-        "gpu_hours_unknown": sorted(k for k, r in components.items() if r["est_gpu_hours"] is None),
-    }
+        components[key] = component_row(
+            len(pending[key]), len(cached[key] - pending[key]), loads[key], info[key], per_key
+        )
+    total = plan_totals(components, settings)
     notes: list[str] = list(FOOTNOTES)
     if any("price_source" in r for r in components.values()):
         notes.append(
@@ -461,6 +491,66 @@ def merge_plans(jobs: list[dict[str, Any]], settings: PlanSettings | None = None
         "cannot_run_here": [{"problem": p, "systems": v} for p, v in cannot_run.items()],
         "notes": notes,
     }
+
+
+def component_row(
+    calls: int, cached: int, loads: int, entry: Mapping[str, Any], per_key: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One row of ``components``: counts and estimates.  ``entry``: ``price_source`` (None: no
+    paid API, cost 0), ``seconds_per_call`` and ``seconds_source``, optionally ``cost_note`` (why a
+    priced component has no cost estimate); ``per_key``: the estimates of the calls to make."""
+    row: dict[str, Any] = {
+        "calls": calls,
+        "cached": cached,
+        "loads": loads,
+        "est_cost_usd": None,
+        "est_gpu_hours": None,
+    }
+    if entry.get("price_source") is None:
+        row["est_cost_usd"] = 0.0  # no hosted API: no per-call price
+    else:
+        if len(per_key) == calls:
+            if all(e.get("input_tokens") is not None for e in per_key):
+                row["est_input_tokens"] = sum(int(e["input_tokens"]) for e in per_key)
+            row["est_output_tokens"] = sum(int(e["output_tokens"]) for e in per_key)
+            if all("cost_usd" in e for e in per_key):
+                row["est_cost_usd"] = round(sum(float(e["cost_usd"]) for e in per_key), 6)
+        row["price_source"] = entry["price_source"]
+        if row["est_cost_usd"] is None and entry.get("cost_note"):
+            row["cost_note"] = entry["cost_note"]
+    seconds = entry.get("seconds_per_call")
+    if seconds is not None:
+        row["est_gpu_hours"] = round(calls * float(seconds) / 3600, 6)
+    elif calls == 0:
+        row["est_gpu_hours"] = 0.0
+    row["throughput_source"] = entry.get("seconds_source")
+    return row
+
+
+def plan_totals(components: Mapping[str, Mapping[str, Any]], settings: PlanSettings) -> dict:
+    """The ``total`` of a plan: sums of the rows and known estimates, and the rows without one."""
+    cost = [r["est_cost_usd"] for r in components.values()]
+    hours = [r["est_gpu_hours"] for r in components.values()]
+    total_hours = round(float(sum(h for h in hours if h is not None)), 6)
+    return {
+        "calls": sum(r["calls"] for r in components.values()),
+        "cached": sum(r["cached"] for r in components.values()),
+        "loads": sum(r["loads"] for r in components.values()),
+        "est_cost_usd": round(float(sum(c for c in cost if c is not None)), 6),
+        "est_gpu_hours": total_hours,
+        "est_wall_hours": round(total_hours / settings.gpus, 6),
+        # components whose estimate is unknown: the totals above leave them out
+        "unpriced": sorted(k for k, r in components.items() if r["est_cost_usd"] is None),
+        "gpu_hours_unknown": sorted(k for k, r in components.items() if r["est_gpu_hours"] is None),
+    }
+
+
+def add_components(
+    plan: dict[str, Any], rows: Mapping[str, dict[str, Any]], settings: PlanSettings
+) -> None:
+    """Add rows (the evaluators', after the generation's) to a merged plan and redo its totals."""
+    plan["components"].update(rows)
+    plan["total"] = plan_totals(plan["components"], settings)
 
 
 def _has_tiktoken() -> bool:
@@ -498,7 +588,11 @@ def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
     )
     for name, footer, justify in columns:
         table.add_column(name, footer=footer, justify=justify)  # type: ignore[arg-type]
+    section = False
     for key, row in plan["components"].items():
+        if row.get("stage") == "evaluation" and not section:
+            table.add_section()  # the evaluators, after the generation's components
+            section = True
         table.add_row(
             key,
             _fmt(row["calls"]),
@@ -517,8 +611,13 @@ def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
             f"wall time on {plan['devices']['gpus']} x {plan['devices']['gpu']}:"
             f" {_fmt(total['est_wall_hours'], 3)} h (GPU components with a known throughput)"
         )
-        if total["unpriced"]:
-            console.print(f"? no price: {', '.join(total['unpriced'])} (not in the USD total)")
+        rows = plan["components"]
+        unpriced = [k for k in total["unpriced"] if not rows.get(k, {}).get("cost_note")]
+        if unpriced:
+            console.print(f"? no price: {', '.join(unpriced)} (not in the USD total)")
+        for key in total["unpriced"]:
+            if rows.get(key, {}).get("cost_note"):
+                console.print(f"? no cost estimate: {key}: {rows[key]['cost_note']}", markup=False)
         if total["gpu_hours_unknown"]:
             console.print(
                 f"? no throughput: {', '.join(total['gpu_hours_unknown'])} (not in the GPU-h"
@@ -531,6 +630,8 @@ def render_plan(plan: Mapping[str, Any], title: str = "dry run") -> str:
                 f" {entry['problem']}",
                 markup=False,
             )
+        for problem in plan.get("evaluation_cannot_run_here", []):
+            console.print(f"! evaluation cannot run here: {problem}", markup=False)
         for note in plan["notes"]:
             console.print(f"* {note}", markup=False)
     return buffer.getvalue()

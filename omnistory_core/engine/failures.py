@@ -4,9 +4,10 @@
   message and the innermost frame of the component's own code (``pkg/module.py:LINE``): the deepest
   traceback frame whose file belongs to the package of the component's class (or of a class it
   derives from), never the engine's.
-* :func:`retry_mode` reads ``engine.retry_failures``: ``errors`` (default: stored ``model_error``
-  and ``timeout`` failures are recomputed, deterministic ones such as an unparseable plan stay
-  cached), ``all`` (every failure), ``none`` (nothing); ``true``/``false`` mean ``all``/``none``.
+* :func:`retry_mode` reads ``engine.retry_failures``: ``errors`` (default: stored ``model_error``,
+  ``timeout`` and ``batch_pending`` failures are recomputed, deterministic ones such as an
+  unparseable plan stay cached), ``all`` (every failure), ``none`` (nothing); ``true``/``false``
+  mean ``all``/``none``.
 * :class:`ComponentUnavailable`: a component that cannot run here (no API key, no package, no
   weights) fails its job with one line naming the component, the cause and the remedy.
 * :class:`MissingOutputs`: ``engine.fail_on_missing=true`` and some output is missing.
@@ -23,13 +24,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from omnistory_core.batch_api import BATCH_PENDING
 from omnistory_core.components import ComponentError
 from omnistory_core.contract import Failure
 from omnistory_core.engine.system import ConfigError
 
 #: stored failure categories that ``retry_failures=errors`` recomputes: they say nothing about the
-#: item (a crash, a bug since fixed, an API outage), unlike an unparseable plan or an empty output
-TRANSIENT_CATEGORIES: frozenset[str] = frozenset({"model_error", "timeout"})
+#: item (a crash, a bug since fixed, an API outage), unlike an unparseable plan or an empty output.
+#: ``batch_pending``: the item's provider batch had not ended within ``batch_wait_s``; recomputing
+#: it polls that batch (its id is in the store's batch ledger), it does not send it again.
+TRANSIENT_CATEGORIES: frozenset[str] = frozenset({"model_error", "timeout", BATCH_PENDING})
 RETRY_MODES: tuple[str, ...] = ("errors", "all", "none")
 DEFAULT_RETRY_MODE = "errors"
 

@@ -33,6 +33,7 @@ from omnistory_core.engine.stage import (
     LazyComponent,
     StageDevices,
     StageItem,
+    item_key,
     run_stage,
 )
 from omnistory_core.engine.store import CallRecord, Store
@@ -181,6 +182,19 @@ def expert_stages(components: Mapping[str, Component]) -> dict[str, Component]:
     return {STAGE_MODALITY[g]: components[g] for g in ("image", "tts") if g in components}
 
 
+def symbolic_plan_fields(upstream_key: str) -> dict[str, Any]:
+    """Plan fields of an upstream call that is still to make (or whose plan is not looked at):
+    values naming the call and the field, so an expert's key built from them is the same in
+    every system that shares the upstream call (the dry run's and the progress view's name for
+    an expert call)."""
+    return {name: {"__upstream_call__": upstream_key, "field": name} for name in PLAN_PATHS}
+
+
+def symbolic_key(component: Component, pool: Mapping[str, Any], upstream_key: str) -> str:
+    """The symbolic key of its call on one example (see :func:`symbolic_plan_fields`)."""
+    return item_key(component, project(component, {**pool, **symbolic_plan_fields(upstream_key)}))
+
+
 def plan_fields_needed(experts: Mapping[str, Component]) -> tuple[str, ...]:
     """The plan fields the experts read (in order, once each; the narration is the text)."""
     return tuple(
@@ -202,6 +216,7 @@ def run_job(
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     devices: StageDevices | None = None,
     stats: dict[str, ComponentStats] | None = None,
+    on_expert_keys: Callable[[str, dict[str, str | None]], None] | None = None,
 ) -> JobResult:
     """Run the system's stages over the examples, stage-major, through the store.
 
@@ -217,7 +232,11 @@ def run_job(
 
     ``devices``: where the stages of components that need a GPU run (replicas on a device pool,
     :class:`omnistory_core.engine.replicas.ReplicaRunner`); None: in this process.  ``stats``: a
-    dict to fill with each component's counts as they happen (a progress view reads it).
+    dict to fill with each component's counts as they happen (a progress view reads it);
+    ``on_expert_keys(component key, {symbolic key: real key or None})``: told, as each expert
+    stage starts, what the calls it planned by their upstream call (:func:`symbolic_key`) turned
+    out to be: the real key, or None where the plan failed and there is no call (the sweep's
+    progress view counts calls by real key as soon as it can).
     """
     mode = retry_mode(retry_failures)
     unavailable = preflight(components.values())
@@ -231,7 +250,16 @@ def run_job(
                 others = ", ".join(f"{c.kind}={c.name}" for c, _ in unavailable[1:])
                 message += f" (also cannot run: {others})"
             raise ComponentUnavailable(message) from None
-    return _run_job(examples, components, store, mode, progress, devices=devices, stats=stats)
+    return _run_job(
+        examples,
+        components,
+        store,
+        mode,
+        progress,
+        devices=devices,
+        stats=stats,
+        on_expert_keys=on_expert_keys,
+    )
 
 
 def _run_job(
@@ -243,6 +271,7 @@ def _run_job(
     cache_only: bool = False,
     devices: StageDevices | None = None,
     stats: dict[str, ComponentStats] | None = None,
+    on_expert_keys: Callable[[str, dict[str, str | None]], None] | None = None,
 ) -> JobResult:
     media = MediaHasher()
     if stats is None:
@@ -310,13 +339,19 @@ def _run_job(
             continue
         component = components[stage]
         items = []
+        resolved: dict[str, str | None] = {}
         for ex in examples:
             pool = dict(pools[ex.index])
             pool.update(plans[ex.index].fields)
             blocked = _blocked(component, pool, plans[ex.index], text[ex.index])
-            items.append(
-                StageItem(ex.index, None if blocked else project(component, pool), blocked)
-            )
+            inputs = None if blocked else project(component, pool)
+            items.append(StageItem(ex.index, inputs, blocked))
+            upstream = plans[ex.index].key
+            if on_expert_keys is not None and upstream is not None:
+                name = symbolic_key(component, pools[ex.index], upstream)
+                resolved[name] = None if inputs is None else item_key(component, inputs)
+        if on_expert_keys is not None:
+            on_expert_keys(component.key(), resolved)
         lazy = LazyComponent(component, stats[component.key()])
         media_results[STAGE_MODALITY[stage]] = run_stage(
             lazy,

@@ -5,7 +5,9 @@ package, a checkpoint, a server, an API key, or a parameter that is not set.  :f
 checks all of them — a package by looking it up (nothing is imported), a checkpoint in the local
 Hugging Face cache and then with one short request to the hub, a server with one short request —
 and returns every problem at once, each with its remedy.  An evaluator run in another environment
-(``runner.python``) has its packages looked up by that interpreter.
+(``runner.python``) has its packages looked up by that interpreter.  ``network=False`` (the dry
+run's check, :mod:`omnistory_core.evaluation.plan`) makes no request: servers are not probed and
+checkpoints are looked for in the local cache only.
 """
 
 from __future__ import annotations
@@ -219,8 +221,13 @@ def evaluator_needs(evaluator: Any) -> list[Need]:
     return needs
 
 
-def check_evaluator(evaluator: Any, servers: dict[str, str | None]) -> list[Problem]:
-    """Every problem of one evaluator (``servers`` memoizes URL probes across evaluators)."""
+def check_evaluator(
+    evaluator: Any, servers: dict[str, str | None], *, network: bool = True
+) -> list[Problem]:
+    """Every problem of one evaluator (``servers`` memoizes URL probes across evaluators).
+
+    ``network=False`` (the dry run) asks nothing over the network: a server is not probed (its
+    problem says so) and a checkpoint is looked for in the local cache only."""
     from omnistory_core.hub import checkpoint_state
 
     component, python = _isolation(evaluator)
@@ -240,8 +247,9 @@ def check_evaluator(evaluator: Any, servers: dict[str, str | None]) -> list[Prob
             where = f" in {python}" if python else ""
             detail = f"not installed{where}"
         elif need.check == "weights":
-            state = checkpoint_state(need.target)
-            detail = state.problem
+            detail = checkpoint_state(need.target).problem if network else local_weights(need)
+        elif need.check == "server" and not network:
+            detail = NOT_PROBED
         elif need.check == "server":
             if need.target not in servers:
                 servers[need.target] = server_problem(need.target)
@@ -261,12 +269,30 @@ def check_evaluator(evaluator: Any, servers: dict[str, str | None]) -> list[Prob
     return problems
 
 
-def preflight(evaluators: Iterable[Any]) -> list[Problem]:
-    """All problems of all evaluators, in their order."""
+def local_weights(need: Need) -> str | None:
+    """A checkpoint's problem found without the network: absent from the local cache while the
+    hub is switched off, or absent and not asked for (the evaluation would ask the hub)."""
+    from omnistory_core.hub import cached_snapshot, offline_variable
+
+    if cached_snapshot(need.target) is not None:
+        return None
+    var = offline_variable()
+    if var is not None:
+        return f"not in the local cache and {var} is set"
+    return NOT_ASKED
+
+
+#: details of what a check without the network (the dry run's) leaves open
+NOT_PROBED = "not probed (a dry run makes no network call)"
+NOT_ASKED = "not in the local cache; the hub was not asked (a dry run makes no network call)"
+
+
+def preflight(evaluators: Iterable[Any], *, network: bool = True) -> list[Problem]:
+    """All problems of all evaluators, in their order (``network``: see :func:`check_evaluator`)."""
     servers: dict[str, str | None] = {}
     out: list[Problem] = []
     for evaluator in evaluators:
-        out.extend(check_evaluator(evaluator, servers))
+        out.extend(check_evaluator(evaluator, servers, network=network))
     return out
 
 

@@ -109,11 +109,10 @@ class _Hasher:
         return self.cache[key]
 
 
-def candidate_pool(
-    system: SystemOutputs, example: StoryExample, media: _Hasher
-) -> tuple[dict[str, Any], set[str]]:
-    """All evaluation inputs for one (system, example) and the candidate inputs that are missing."""
-    pool: dict[str, Any] = {
+def example_pool(example: StoryExample, media: _Hasher) -> dict[str, Any]:
+    """The evaluation inputs of one example that every system shares: the current page, the
+    book metadata, the conditions and the reference answer."""
+    return {
         "current_image": media(Path(example.current.image)),
         "current_text": example.current.text,
         "metadata": example.metadata,
@@ -122,6 +121,14 @@ def candidate_pool(
         "reference_image": media(Path(example.reference.next_page.image)),
         "reference_speech": example.reference.speech.to_dict(),
     }
+
+
+def candidate_pool(
+    system: SystemOutputs, example: StoryExample, media: _Hasher
+) -> tuple[dict[str, Any], set[str]]:
+    """All evaluation inputs for one (system, example) and the candidate inputs that are missing.
+    (The dry run builds the same pools from a job's plan: :mod:`omnistory_core.evaluation.plan`.)"""
+    pool = example_pool(example, media)
     missing: set[str] = set()
     record = system.records.get(example.index, {})
     for name, modality in CANDIDATE_MODALITY.items():

@@ -11,6 +11,7 @@
 * :mod:`~omnistory_core.planning.base`: :class:`VLMPlanner`, the base class tying these together;
 * :mod:`~omnistory_core.planning.openai_chat`: :class:`OpenAIChatPlanner`, a VLMPlanner for any
   OpenAI-compatible Chat Completions server (the ``gpt`` and vLLM planners);
+* ``batch=true`` (``gpt``, ``claude``): the provider batch APIs, :mod:`omnistory_core.batch_api`;
 * :mod:`~omnistory_core.planning.lengths`: narration length of a run vs. the references;
 * :mod:`~omnistory_core.planning.testing`: a local server speaking the APIs' wire formats.
 """

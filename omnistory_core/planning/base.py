@@ -14,6 +14,13 @@ as :data:`BASE_PARAMETERS` with its own defaults and additions
 ``plugins --params``, and its config node is generated.  A subclass that only sets
 ``param_defaults`` (the older way) still works, checked by :meth:`VLMPlanner._check_params`.
 
+Provider batches: a subclass that names its :attr:`VLMPlanner.batch_provider` (``openai`` or
+``anthropic``), declares :func:`~omnistory_core.batch_api.batch_parameters` and supplies
+:meth:`VLMPlanner.batch_body` and :meth:`VLMPlanner.batch_reply` runs with ``batch=true`` through
+that provider's batch API (:mod:`omnistory_core.batch_api`: half price, a ledger under the store
+so that a re-run polls instead of resubmitting, per-item fallback on the synchronous path).  A
+planner without one (the vLLM planners) refuses ``batch=true`` when it is built.
+
 Secrets: ``api_key_env`` names an environment variable; its value is read when the client is made
 (on the first call, in :meth:`load`), handed to the SDK client and never kept on the planner,
 written, logged or put in a failure message (messages are scrubbed of it).
@@ -23,8 +30,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
+from omnistory_core.batch_api import (
+    BATCH_MODE_BATCH_SIZE,
+    BATCH_PENDING,
+    PROVIDER_LIMITS,
+    AnthropicBatches,
+    BatchAPI,
+    BatchLedger,
+    BatchOutcome,
+    BatchSettings,
+    OpenAIBatches,
+    public_url,
+    retrying,
+    run_batches,
+)
+from omnistory_core.batch_api import custom_id as batch_custom_id
 from omnistory_core.components import EXAMPLE_INPUTS, ComponentError, Planner, PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.params import Param, ParamError, declared, resolve_params
@@ -151,6 +174,8 @@ class VLMPlanner(Planner):
     requirements: ClassVar[tuple[str, ...]] = ()
     #: whether a call without the API key can work at all (a local vLLM server needs none)
     api_key_required: ClassVar[bool] = True
+    #: the provider batch API behind ``batch=true`` (``openai`` | ``anthropic``); None: none
+    batch_provider: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -159,6 +184,14 @@ class VLMPlanner(Planner):
             cls.param_defaults = {p.name: p.default for p in params if p.name != "batch_size"}
 
     def __init__(self, **params: Any):
+        if "batch" in params and "batch" not in self.param_defaults:
+            if params["batch"]:
+                raise PlannerConfigError(
+                    f"planner={self.name}: planner.batch=true is not supported: this planner has"
+                    " no provider batch API (batch=true is for the hosted planners, e.g. gpt and"
+                    " claude); drop planner.batch"
+                )
+            params = {k: v for k, v in params.items() if k != "batch"}
         if type(self).parameters is not None:
             merged = resolve_params(type(self), params, error=PlannerConfigError, prefix="planner.")
         else:
@@ -179,6 +212,7 @@ class VLMPlanner(Planner):
         except ValueError as exc:
             raise PlannerConfigError(str(exc)) from None
         self._client: Any = None
+        self._store_root: Path | None = None
 
     # -- parameters ----------------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -217,6 +251,8 @@ class VLMPlanner(Planner):
         for key, ok, expected in checks:
             if not ok:
                 raise self._bad(key, expected)
+        if p.get("batch") and self.batch_provider not in PROVIDER_LIMITS:
+            raise self._bad("batch", "false: this planner has no provider batch API")
 
     def _bad(self, key: str, expected: str) -> PlannerConfigError:
         """The error for parameter ``key`` (subclasses use it in their own checks)."""
@@ -241,6 +277,14 @@ class VLMPlanner(Planner):
         params = super().output_params()
         params["prompt_sha256"] = self._variant.digest(self.params["narration_target_chars"])
         return params
+
+    @property
+    def batch_size(self) -> int:
+        """In batch mode every pending item of the stage, so that they go in one provider batch
+        (``batch_size`` still overrides it), else the usual."""
+        if self.params.get("batch") and not self.params.get("batch_size"):
+            return BATCH_MODE_BATCH_SIZE
+        return super().batch_size
 
     def sampling_params(self) -> dict[str, Any]:
         """The non-null sampling parameters shared by the chat APIs."""
@@ -269,6 +313,10 @@ class VLMPlanner(Planner):
         return text
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def bind_store(self, root: Any) -> None:
+        """The store's root: the batch ledger lives under ``<root>/batches/planner-<name>/``."""
+        self._store_root = Path(root)
+
     def load(self) -> None:
         if self._client is None:
             self._client = self.make_client(self._api_key())
@@ -282,6 +330,8 @@ class VLMPlanner(Planner):
     # -- calls ---------------------------------------------------------------------------------
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         self.load()
+        if self.params.get("batch"):
+            return self._run_batched(items)
         return map_bounded(self._plan_one, items, int(self.params["max_concurrency"]))
 
     def run_one(self, item: dict[str, Any]) -> Any:
@@ -321,7 +371,94 @@ class VLMPlanner(Planner):
         )
         return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=usage)
 
+    # -- provider batches ----------------------------------------------------------------------
+    def batch_api(self) -> BatchAPI:
+        """The protocol of :attr:`batch_provider`."""
+        if self.batch_provider == "anthropic":
+            return AnthropicBatches()
+        return OpenAIBatches()
+
+    def batch_ledger(self) -> BatchLedger:
+        """Where this planner's submitted requests are recorded (in memory without a store)."""
+        return BatchLedger(
+            self._store_root,
+            f"{self.kind}-{self.name}",
+            provider=str(self.batch_provider),
+            endpoint=public_url(getattr(self._client, "base_url", "")),
+        )
+
+    def _run_batched(self, items: list[dict[str, Any]]) -> list[Any]:
+        """``run_batch`` with ``batch=true``: one provider batch for the items (several past the
+        limits); the items without a batch result go through :meth:`_plan_one`."""
+        results: list[Any] = [None] * len(items)
+        ids: dict[int, str] = {}
+        first: dict[str, int] = {}  # custom_id -> an item that builds it
+        for index, item in enumerate(items):
+            try:
+                body = self.batch_body(self.build_request(item))
+            except ValueError as exc:
+                results[index] = Failure("model_error", str(exc))
+                continue
+            cid = batch_custom_id(body)
+            ids[index] = cid
+            first.setdefault(cid, index)
+        api = self.batch_api()
+        outcomes = run_batches(
+            api,
+            self._client,
+            list(first),
+            # built again when its batch is written: one batch's bodies in memory, not all
+            lambda cid: self.batch_body(self.build_request(items[first[cid]])),
+            self.batch_ledger(),
+            BatchSettings.from_params(self.params, api.limits),
+            call=retrying(self.classify_error, self.policy, scrub=self._scrub),
+            label=f"planner={self.name}",
+        )
+        synchronous: list[int] = []
+        for index, cid in ids.items():
+            outcome = outcomes[cid]
+            result = self._batch_result(outcome) if outcome.status == "ok" else None
+            if result is not None:
+                results[index] = result
+            elif outcome.status in ("ok", "fallback"):
+                synchronous.append(index)
+            else:
+                category = BATCH_PENDING if outcome.status == "pending" else outcome.category
+                results[index] = Failure(category, self._scrub(outcome.reason))
+        answers = map_bounded(
+            self._plan_one, [items[i] for i in synchronous], int(self.params["max_concurrency"])
+        )
+        for index, answer in zip(synchronous, answers, strict=True):
+            if isinstance(answer, PlannerResponse):
+                answer.usage["batch_fallback_calls"] = 1
+            results[index] = answer
+        return results
+
+    def _batch_result(self, outcome: BatchOutcome) -> PlannerResponse | None:
+        """The response of a batch answer; None when it cannot be read (sent again then)."""
+        try:
+            reply = self.batch_reply(outcome.response)
+        except (AttributeError, TypeError, ValueError):
+            return None
+        usage = usage_record(
+            self.model,
+            reply.input_tokens,
+            reply.output_tokens,
+            self._prices,
+            extra=reply.extra_usage,
+            batch_id=outcome.batch_id,
+        )
+        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=usage)
+
     # -- subclass hooks ------------------------------------------------------------------------
+    def batch_body(self, request: PlannerRequest) -> dict[str, Any]:
+        """The JSON body of one request as a batch line carries it (the synchronous request's)."""
+        raise NotImplementedError
+
+    def batch_reply(self, response: Any) -> ModelReply:
+        """A batch answer (the SDK's reply object) -> :class:`ModelReply`."""
+        raise NotImplementedError
+
     def make_client(self, api_key: str | None) -> Any:
         """Create the SDK client (``max_retries=0``: retries are ours)."""
         raise NotImplementedError

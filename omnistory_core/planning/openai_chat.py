@@ -15,6 +15,10 @@ hooks where its server differs:
 * :meth:`message_options`: options of :func:`~omnistory_core.planning.messages.
   openai_chat_messages` (``image_detail``).
 
+For ``batch=true`` (a subclass that sets ``batch_provider = "openai"`` and declares the batch
+parameters, ``planner=gpt``) the same request goes as a line of an OpenAI Batch API file
+(:meth:`batch_body`: the request's JSON body, ``extra_body`` merged in as the SDK sends it).
+
 The ``openai`` package is imported only when a client is made or an error classified, so plugin
 discovery stays light and a missing SDK shows up as a clear error (see :meth:`preflight`).
 """
@@ -109,6 +113,15 @@ class OpenAIChatPlanner(VLMPlanner):
     def send(self, client: Any, request: PlannerRequest) -> ModelReply:
         """One Chat Completions call; text, token counts, reasoning tokens and truncation."""
         response = client.chat.completions.create(**self.request_kwargs(request))
+        return reply_from_chat_completion(response)
+
+    def batch_body(self, request: PlannerRequest) -> dict[str, Any]:
+        """The JSON body ``chat.completions.create`` would send: ``extra_body`` merged in."""
+        kwargs = self.request_kwargs(request)
+        extra = kwargs.pop("extra_body", None) or {}
+        return {**kwargs, **extra}
+
+    def batch_reply(self, response: Any) -> ModelReply:
         return reply_from_chat_completion(response)
 
     def classify_error(self, exc: BaseException) -> ErrorInfo:

@@ -11,6 +11,11 @@ summed cost is never silently too low.  The dry run's estimates fall back on
 :data:`REFERENCE_PRICES` (each with its source) for models the planner's table does not price.
 ``priced_calls`` counts the calls that carry a cost, so
 the manifest's summed usage shows how much of the spend is covered.
+
+A call answered through a provider batch (``batch=true``, :mod:`omnistory_core.batch_api`) costs
+:data:`~omnistory_core.batch_api.BATCH_DISCOUNT` (half) of the table's price: its usage says
+``batch: true``, its ``batch_id`` and ``batch_calls: 1`` (summed in the manifest), and its
+``cost_usd`` is the halved one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from omnistory_core.batch_api import BATCH_DISCOUNT
 
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 
@@ -113,13 +120,16 @@ def usage_record(
     attempts: int = 1,
     waited_s: float = 0.0,
     extra: Mapping[str, int | float] | None = None,
-) -> dict[str, int | float]:
-    """The ``PlannerResponse.usage`` of one call (numbers only, so the manifest can sum them).
+    batch_id: str | None = None,
+) -> dict[str, Any]:
+    """The ``PlannerResponse.usage`` of one call (numbers, which the manifest sums; and for a
+    batch call ``batch: true`` and the ``batch_id``, which it leaves out).
 
     Token counts the API did not report are left out; ``cost_usd`` is present only when both
-    counts and the model's price are known.
+    counts and the model's price are known.  ``batch_id``: the call was answered in that provider
+    batch, at :data:`~omnistory_core.batch_api.BATCH_DISCOUNT` of the price.
     """
-    usage: dict[str, int | float] = {
+    usage: dict[str, Any] = {
         "calls": 1,
         "attempts": int(attempts),
         "retry_wait_s": round(float(waited_s), 6),
@@ -132,11 +142,14 @@ def usage_record(
         if isinstance(value, int | float) and not isinstance(value, bool):
             usage[key] = value
     price = prices.get(model)
+    share = 1.0 if batch_id is None else BATCH_DISCOUNT
     if price is None or input_tokens is None or output_tokens is None:
         usage["priced_calls"] = 0
     else:
-        usage["cost_usd"] = round(price.cost(int(input_tokens), int(output_tokens)), 10)
+        usage["cost_usd"] = round(share * price.cost(int(input_tokens), int(output_tokens)), 10)
         usage["priced_calls"] = 1
+    if batch_id is not None:
+        usage.update(batch=True, batch_id=str(batch_id), batch_calls=1)
     return usage
 
 

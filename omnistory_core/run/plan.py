@@ -3,13 +3,16 @@
 In a sweep each job writes its keys to ``<job dir>/dry_run.json`` and the sweep callback
 (:mod:`omnistory_core.run.sweep`) merges them into ``<sweep dir>/sweep_plan.json`` and prints the
 table; a single run writes and prints its own.  The planning itself is
-:mod:`omnistory_core.engine.dryrun`.
+:mod:`omnistory_core.engine.dryrun`; with ``evaluation.metrics`` / ``judges`` set, the sweep's
+plan also has a row per evaluator, planned by :mod:`omnistory_core.evaluation.plan` (a single run
+does not evaluate, and its plan says so).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,7 @@ def dry_run_system(
 ) -> dict[str, Any]:
     """Plan one system's job (``system``: its :class:`~omnistory_core.engine.system.SystemPlan`):
     its keys (in a sweep) or the whole plan (a single run)."""
+    from omnistory_core.data.cache import dataset_spec, load_examples
     from omnistory_core.engine.dryrun import (
         JOB_FILE,
         ReadOnlyStore,
@@ -79,8 +83,15 @@ def dry_run_system(
         retry_failures=cfg.engine.retry_failures,
         settings=settings,
     )
+    spec = dataset_spec(cfg)
     multirun, number = _job_number()
-    job.update(system_id=system_id, job=number)
+    job.update(
+        system_id=system_id,
+        job=number,
+        # what the end-of-sweep evaluation reads from the manifest, for its plan
+        dataset={"spec": spec, "fingerprint": load_examples(spec)[1]},
+        store=str(store_root),
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     if multirun:
         atomic_write_bytes(output_dir / JOB_FILE, (json.dumps(job) + "\n").encode("utf-8"))
@@ -94,21 +105,46 @@ def dry_run_system(
     return plan
 
 
+def evaluation_settings(cfg: DictConfig) -> dict[str, Any] | None:
+    """``evaluation`` as :func:`omnistory_core.run.sweep.finish_sweep` reads it, or None when
+    no metric or judge is set."""
+    node = cfg.get("evaluation")
+    evaluation = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    if not isinstance(evaluation, Mapping):
+        return None
+    metrics = [str(m) for m in evaluation.get("metrics") or []]
+    judges = [str(j) for j in evaluation.get("judges") or []]
+    if not metrics and not judges:
+        return None
+    return {
+        "metrics": metrics,
+        "judges": judges,
+        "overrides": [str(o) for o in evaluation.get("overrides") or []],
+        "allow_partial": bool(evaluation.get("allow_partial", False)),
+    }
+
+
 def evaluation_note(cfg: DictConfig) -> list[str]:
-    evaluation = cfg.get("evaluation") or {}
-    if list(evaluation.get("metrics") or []) or list(evaluation.get("judges") or []):
-        return [
-            "evaluation.metrics / evaluation.judges are set: the evaluation is not planned (its"
-            " calls depend on the outputs generated) and does not run in a dry run."
-        ]
-    return []
+    """A single run's note: it does not evaluate (only a ``-m`` sweep does, at its end)."""
+    if evaluation_settings(cfg) is None:
+        return []
+    return [
+        "evaluation.metrics / evaluation.judges are set, but a single run does not evaluate (the"
+        " evaluation runs at the end of a -m sweep): no evaluator is planned. `python -m"
+        " omnistory_core evaluate RUN_DIR` scores the run afterwards; a -m dry run plans it."
+    ]
 
 
 def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
-    """End of a dry-run sweep: merge the jobs' keys, write ``sweep_plan.json``, print the table.
-    Returns 1 when a job failed (its ``job_error.json``), else 0."""
+    """End of a dry-run sweep: merge the jobs' keys, plan the end-of-sweep evaluation when
+    ``evaluation.metrics`` / ``judges`` are set (:mod:`omnistory_core.evaluation.plan`), write
+    ``sweep_plan.json``, print the table.  Returns 2 when the evaluation could not start as
+    configured (an unknown evaluator, a bad setting: one line, nothing written), 1 when a job
+    failed (its ``job_error.json``), else 0."""
     from omnistory_core.engine.dryrun import (
+        PLAN_FILE,
         PlanSettings,
+        add_components,
         merge_plans,
         read_job_plans,
         render_plan,
@@ -122,7 +158,27 @@ def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
     except ConfigError:  # every job said so in its job_error.json
         settings = PlanSettings()
     plan = merge_plans(read_job_plans(sweep_dir), settings)
-    plan["notes"] += evaluation_note(config)
+    evaluation = evaluation_settings(config)
+    if evaluation is not None:
+        from omnistory_core.evaluation.plan import EvaluationPlanError, plan_sweep_evaluation
+
+        try:
+            planned = plan_sweep_evaluation(sweep_dir, settings=settings, **evaluation)
+        except EvaluationPlanError as exc:
+            (sweep_dir / PLAN_FILE).unlink(missing_ok=True)  # no plan rather than a stale one
+            print(f"omnistory: error: evaluation: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # Hydra would only warn about it: never a silent success
+            (sweep_dir / PLAN_FILE).unlink(missing_ok=True)
+            log.exception("dry run: planning the evaluation failed")
+            print(
+                f"omnistory: error: evaluation: planning it failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        add_components(plan, planned.rows, settings)
+        plan["evaluation_cannot_run_here"] = planned.cannot_run_here
+        plan["notes"] += planned.notes
     plan["failed_jobs"] = failed
     path = write_plan(sweep_dir, plan)
     print(render_plan(plan, title=f"dry run of sweep {sweep_dir.name}"), flush=True)

@@ -7,7 +7,9 @@
   statuses, score range, nothing computed or loaded when cached, same scores twice, result keys,
   a raising item and an unreadable file as ``invalid``/``error`` rows);
 * :class:`FakeServer` / :class:`Reply` -- a local server speaking the OpenAI Chat Completions,
-  Anthropic Messages and vLLM wire protocols, with scripted answers, for API components;
+  Anthropic Messages and vLLM wire protocols, with scripted answers, for API components, and the
+  providers' batch APIs (OpenAI Files + Batches, Anthropic Message Batches; :class:`BatchFate`
+  scripts a batch's end);
 * :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it;
 * :func:`demo_planner_items` -- the inputs the engine builds for the first demo examples;
 * :mod:`omnistory_core.testing.checkpoints` -- tiny tokenizers and seeding for random checkpoints
@@ -28,11 +30,18 @@ from omnistory_core.testing.conformance import (
     registry_with,
 )
 from omnistory_core.testing.runs import demo_planner_items, files_containing, run_cli
-from omnistory_core.testing.servers import VALID_PLAN, FakeServer, RecordedRequest, Reply
+from omnistory_core.testing.servers import (
+    VALID_PLAN,
+    BatchFate,
+    FakeServer,
+    RecordedRequest,
+    Reply,
+)
 
 __all__ = [
     "HEAVY_MODULES",
     "VALID_PLAN",
+    "BatchFate",
     "ConformanceError",
     "ConformanceReport",
     "FakeServer",

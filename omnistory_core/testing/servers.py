@@ -13,6 +13,30 @@ judges and API backbones run without a network::
         server.script("chat", Reply.rate_limited(), Reply(text='{"narration": ...}'))
     with FakeServer(lambda body: Reply(text=judge_json)) as server: ...
 
+It also speaks the providers' batch protocols, in their wire formats, as the SDKs parse them:
+
+* OpenAI Files and Batches: ``POST /v1/files`` (multipart upload, purpose ``batch``),
+  ``GET /v1/files/{id}`` and ``/v1/files/{id}/content``, ``POST /v1/batches`` (endpoint
+  ``/v1/chat/completions``), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``.  A Batch
+  goes validating -> in_progress -> finalizing -> completed (or expired, failed, cancelled); its
+  ``output_file_id`` holds the lines answered 200 and its ``error_file_id`` the others
+  (``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``);
+* Anthropic Message Batches: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``
+  (``processing_status`` in_progress -> ended, ``request_counts``, ``results_url``),
+  ``GET /v1/messages/batches/{id}/results`` (JSONL of ``{"custom_id", "result": {"type":
+  "succeeded", "message"} | {"type": "errored", "error"} | {"type": "expired"} | {"type":
+  "canceled"}}``), ``POST /v1/messages/batches/{id}/cancel``.
+
+Each request line of a batch is answered, when the batch ends, by the route's own logic (the
+next scripted :class:`Reply` of ``chat`` or ``messages``, else the responder, else a valid plan),
+in the order of the lines: a scripted error Reply makes that line an errored result.  A batch
+ends on its ``batch_polls``-th poll (the server's default, 1: the first); :meth:`FakeServer.
+script_batch` decides the fate of the next batches created (:class:`BatchFate`: ``completed``,
+``expired`` or ``cancelled`` after some lines, ``failed`` validation, or ``pending`` until
+:meth:`FakeServer.end_batches`), and :meth:`FakeServer.batch_creations` counts the batches
+created.  Batch lines are not requests of the ``chat``/``messages`` routes: only synchronous calls
+are.
+
 ``python -m omnistory_core.testing.servers serve MODEL --host H --port P [ignored vllm flags]``
 behaves like ``vllm serve`` as far as a launcher can tell (it becomes healthy, serves the
 OpenAI-compatible routes for MODEL, stops on SIGTERM); environment variables
@@ -23,8 +47,12 @@ OpenAI-compatible routes for MODEL, stops on SIGTERM); environment variables
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
+import itertools
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -32,6 +60,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,9 +81,39 @@ VALID_PLAN: dict[str, Any] = {
 
 ROUTES = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
 
+#: (method, path pattern) -> route name of the batch protocols (a path may have a prefix)
+BATCH_ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (method, re.compile(pattern), name)
+    for method, pattern, name in (
+        ("POST", r"/messages/batches$", "message_batches"),
+        ("GET", r"/messages/batches/(?P<id>[^/?]+)$", "message_batch"),
+        ("GET", r"/messages/batches/(?P<id>[^/?]+)/results$", "message_batch_results"),
+        ("POST", r"/messages/batches/(?P<id>[^/?]+)/cancel$", "message_batch_cancel"),
+        ("POST", r"/files$", "files"),
+        ("GET", r"/files/(?P<id>[^/?]+)$", "file"),
+        ("GET", r"/files/(?P<id>[^/?]+)/content$", "file_content"),
+        ("POST", r"/batches$", "batches"),
+        ("GET", r"/batches/(?P<id>[^/?]+)$", "batch"),
+        ("POST", r"/batches/(?P<id>[^/?]+)/cancel$", "batch_cancel"),
+    )
+)
+
+
+def batch_route_of(method: str, path: str) -> tuple[str, str | None] | None:
+    """The batch-protocol route of a request and the id in its path, or None."""
+    bare = path.split("?", 1)[0]
+    for route_method, pattern, name in BATCH_ROUTES:
+        if method == route_method:
+            match = pattern.search(bare)
+            if match:
+                return name, match.groupdict().get("id")
+    return None
+
 
 def route_of(path: str) -> str | None:
     """``chat`` or ``messages`` for a POST path (any prefix before the API's own suffix)."""
+    if batch_route_of("POST", path) is not None:
+        return None
     if path in ROUTES:
         return ROUTES[path]
     if path.endswith("/chat/completions"):
@@ -116,7 +175,49 @@ class RecordedRequest:
 
     @property
     def route(self) -> str | None:
+        """``chat`` / ``messages`` (synchronous calls), a batch route (``files``, ``batches``,
+        ``batch``, ``file_content``, ``message_batches``, ``message_batch``, ...) or None."""
+        batch = batch_route_of(self.method, self.path)
+        if batch is not None:
+            return batch[0]
         return route_of(self.path) if self.method == "POST" else None
+
+
+@dataclass
+class BatchFate:
+    """What becomes of one batch the server creates (see :meth:`FakeServer.script_batch`).
+
+    ``status``: ``completed`` (every line answered), ``expired`` / ``cancelled`` (the first
+    ``answered`` lines answered, the others expired / canceled), ``failed`` (OpenAI: the batch
+    fails validation, no results; Anthropic: the create request is refused with HTTP 400, as a
+    Message Batch that fails validation is), ``pending`` (never ends until
+    :meth:`FakeServer.end_batches`).  ``polls``: the poll that ends it (None: the server's
+    ``batch_polls``)."""
+
+    status: str = "completed"
+    answered: int = 0
+    polls: int | None = None
+    message: str = "scripted batch failure"
+
+
+@dataclass
+class _Batch:
+    """One batch the server holds."""
+
+    id: str
+    kind: str  # "openai" | "anthropic"
+    lines: list[tuple[str, Any]]  # (custom_id, request body)
+    fate: BatchFate
+    polls_to_end: int | None
+    created: float
+    input_file_id: str | None = None
+    endpoint: str = "/v1/chat/completions"
+    polls: int = 0
+    ended: bool = False
+    results: list[dict[str, Any]] = field(default_factory=list)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    cancel: bool = False
 
 
 class FakeServer:
@@ -129,7 +230,8 @@ class FakeServer:
     * ``hold_until_concurrent=n`` holds each request until n are in flight (or ``hold_timeout_s``
       passes) and then ``hold_settle_s`` more, so a client's concurrency shows in
       ``peak_in_flight`` without timing assumptions about the client;
-    * ``record_path`` appends every request as a JSON line (for servers in another process).
+    * ``record_path`` appends every request as a JSON line (for servers in another process);
+    * ``batch_polls``: a batch ends on this poll (1: the first).
     """
 
     def __init__(
@@ -144,8 +246,10 @@ class FakeServer:
         hold_timeout_s: float = 5.0,
         hold_settle_s: float = 0.05,
         record_path: str | None = None,
+        batch_polls: int = 1,
     ) -> None:
         self.responder = responder
+        self.batch_polls = batch_polls
         self.usage = usage
         self.served_model = served_model
         self.hold_until_concurrent = hold_until_concurrent
@@ -158,6 +262,10 @@ class FakeServer:
         self._generation = 0
         self._lock = threading.Condition()
         self._scripts: dict[str, deque[Reply]] = {"chat": deque(), "messages": deque()}
+        self._fates: deque[BatchFate] = deque()
+        self.batches: dict[str, _Batch] = {}
+        self.files: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(1)
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
@@ -188,6 +296,30 @@ class FakeServer:
         """Queue replies for ``route`` (``"chat"`` or ``"messages"``), answered in order."""
         with self._lock:
             self._scripts[route].extend(replies)
+
+    def script_batch(self, *fates: BatchFate) -> None:
+        """Queue the fates of the next batches created (either protocol), in order; a batch
+        created with none queued completes on its ``batch_polls``-th poll."""
+        with self._lock:
+            self._fates.extend(fates)
+
+    def end_batches(self) -> None:
+        """Every batch still running ends on its next poll (``pending`` ones complete)."""
+        with self._lock:
+            for batch in self.batches.values():
+                if not batch.ended:
+                    if batch.fate.status == "pending":
+                        batch.fate = BatchFate("completed")
+                    batch.polls_to_end = batch.polls + 1
+
+    def batch_creations(self) -> int:
+        """How many batches were created (both protocols; refused creations included)."""
+        return len(self.requests_for("batches")) + len(self.requests_for("message_batches"))
+
+    def batch_lines(self) -> list[Any]:
+        """The request bodies of every batch created, in order of creation and lines."""
+        with self._lock:
+            return [body for batch in self.batches.values() for _, body in batch.lines]
 
     def requests_for(self, route: str) -> list[RecordedRequest]:
         with self._lock:
@@ -296,6 +428,315 @@ class FakeServer:
             payload = anthropic_message(model or "model", text, usage, body)
         return 200, reply.headers, _dumps(payload)
 
+    # -- batch protocols ---------------------------------------------------------------------
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):06d}"
+
+    def _new_batch(self, kind: str, lines: list[tuple[str, Any]], **extra: Any) -> _Batch:
+        with self._lock:
+            fate = self._fates.popleft() if self._fates else BatchFate()
+            prefix = "batch_" if kind == "openai" else "msgbatch_"
+            batch = _Batch(
+                id=self._new_id(prefix),
+                kind=kind,
+                lines=lines,
+                fate=fate,
+                polls_to_end=None if fate.status == "pending" else (fate.polls or self.batch_polls),
+                created=time.time(),
+                **extra,
+            )
+            self.batches[batch.id] = batch
+        return batch
+
+    def _advance(self, batch: _Batch) -> None:
+        """One poll of ``batch``: it ends (its lines are answered) on its last poll."""
+        with self._lock:
+            if batch.ended:
+                return
+            batch.polls += 1
+            if batch.cancel or (
+                batch.polls_to_end is not None and batch.polls >= batch.polls_to_end
+            ):
+                self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        status = "cancelled" if batch.cancel else batch.fate.status
+        if status == "pending":  # cannot happen: a pending batch has no end
+            return
+        answered = len(batch.lines) if status == "completed" else batch.fate.answered
+        route = "chat" if batch.kind == "openai" else "messages"
+        results = []
+        for n, (cid, body) in enumerate(batch.lines):
+            if status == "failed":
+                break
+            if n < answered:
+                code, _, payload = self.answer(route, body)
+                results.append({"custom_id": cid, "status": code, "body": json.loads(payload)})
+            else:
+                results.append({"custom_id": cid, "status": None, "body": None})
+        batch.results = results
+        batch.ended = True
+        batch.fate = BatchFate(status, batch.fate.answered, batch.fate.polls, batch.fate.message)
+        if batch.kind == "openai" and status != "failed":
+            self._write_openai_files(batch)
+
+    def _write_openai_files(self, batch: _Batch) -> None:
+        ok, errors = [], []
+        for n, result in enumerate(batch.results):
+            line: dict[str, Any] = {
+                "id": f"batch_req_{batch.id}_{n}",
+                "custom_id": result["custom_id"],
+            }
+            if result["status"] is None:
+                code = "batch_expired" if batch.fate.status == "expired" else "batch_cancelled"
+                message = (
+                    "This request could not be executed before the completion window expired."
+                    if code == "batch_expired"
+                    else "This request was not executed because the batch was cancelled."
+                )
+                line.update(response=None, error={"code": code, "message": message})
+                errors.append(line)
+                continue
+            line.update(
+                response={
+                    "status_code": result["status"],
+                    "request_id": f"req_{batch.id}_{n}",
+                    "body": result["body"],
+                },
+                error=None,
+            )
+            (ok if result["status"] == 200 else errors).append(line)
+        for lines, attr in ((ok, "output_file_id"), (errors, "error_file_id")):
+            if lines:
+                content = "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8")
+                file_id = self._new_id("file-")
+                self.files[file_id] = _file_object(
+                    file_id, content, f"{attr}.jsonl", "batch_output"
+                )
+                setattr(batch, attr, file_id)
+
+    def _openai_batch(self, batch: _Batch) -> dict[str, Any]:
+        status = batch.fate.status if batch.ended else _running_status(batch)
+        done = [r for r in batch.results if r["status"] == 200]
+        counts = {
+            "total": 0 if status == "failed" else len(batch.lines),
+            "completed": len(done),
+            "failed": len(batch.results) - len(done) if batch.ended and status != "failed" else 0,
+        }
+        created = int(batch.created)
+        body: dict[str, Any] = {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": batch.endpoint,
+            "errors": None,
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": created,
+            "in_progress_at": created if status != "validating" else None,
+            "expires_at": created + 86400,
+            "finalizing_at": None,
+            "completed_at": None,
+            "failed_at": None,
+            "expired_at": None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "request_counts": counts,
+            "metadata": {},
+        }
+        now = int(time.time())
+        if batch.ended:
+            stamp = {"completed": "completed_at", "expired": "expired_at"}.get(status)
+            stamp = stamp or {"failed": "failed_at", "cancelled": "cancelled_at"}[status]
+            body[stamp] = now
+        if status == "failed":
+            body["errors"] = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "invalid_request",
+                        "message": batch.fate.message,
+                        "param": None,
+                        "line": None,
+                    }
+                ],
+            }
+        return body
+
+    def _anthropic_batch(self, batch: _Batch) -> dict[str, Any]:
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if not batch.ended:
+            counts["processing"] = len(batch.lines)
+        else:
+            missing = "expired" if batch.fate.status == "expired" else "canceled"
+            for result in batch.results:
+                if result["status"] is None:
+                    counts[missing] += 1
+                else:
+                    counts["succeeded" if result["status"] == 200 else "errored"] += 1
+        created = datetime.fromtimestamp(batch.created, timezone.utc)
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": "ended"
+            if batch.ended
+            else ("canceling" if batch.cancel else "in_progress"),
+            "request_counts": counts,
+            "ended_at": _rfc3339(datetime.now(timezone.utc)) if batch.ended else None,
+            "created_at": _rfc3339(created),
+            "expires_at": _rfc3339(created + timedelta(days=1)),
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results"
+            if batch.ended
+            else None,
+        }
+
+    def answer_batch_route(
+        self, name: str, ident: str | None, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body for one request of the batch protocols."""
+        not_found = (
+            404,
+            {},
+            _dumps(
+                {
+                    "error": {
+                        "message": f"no such object: {ident}",
+                        "type": "invalid_request_error",
+                        "code": None,
+                        "param": None,
+                    }
+                }
+            ),
+        )
+        if name == "files":
+            fields = _multipart(headers.get("content-type", ""), raw)
+            upload = fields.get("file")
+            if upload is None:
+                return 400, {}, _error_body("chat", 400, "no file in the upload")
+            file_id = self._new_id("file-")
+            purpose = (fields.get("purpose") or (None, b"batch"))[1].decode("utf-8")
+            obj = _file_object(file_id, upload[1], upload[0] or "upload.jsonl", purpose)
+            with self._lock:
+                self.files[file_id] = obj
+            return 200, {}, _dumps({k: v for k, v in obj.items() if k != "content"})
+        if name in ("file", "file_content"):
+            obj = self.files.get(ident or "")
+            if obj is None:
+                return not_found
+            if name == "file":
+                return 200, {}, _dumps({k: v for k, v in obj.items() if k != "content"})
+            return 200, {"Content-Type": "application/octet-stream"}, obj["content"]
+        body = json.loads(raw) if raw else None
+        body = body if isinstance(body, dict) else {}
+        if name == "batches":
+            file = self.files.get(str(body.get("input_file_id")))
+            if file is None:
+                return 400, {}, _error_body("chat", 400, "input_file_id is not an uploaded file")
+            lines = []
+            for text in file["content"].decode("utf-8").splitlines():
+                if text.strip():
+                    line = json.loads(text)
+                    lines.append((str(line["custom_id"]), line.get("body")))
+            if len({cid for cid, _ in lines}) != len(lines):
+                return 400, {}, _error_body("chat", 400, "duplicate custom_id in the batch")
+            batch = self._new_batch(
+                "openai", lines, input_file_id=file["id"], endpoint=str(body.get("endpoint"))
+            )
+            if batch.fate.status == "failed":
+                with self._lock:
+                    self._finish(batch)
+            return 200, {}, _dumps(self._openai_batch(batch))
+        if name == "message_batches":
+            requests = body.get("requests") or []
+            lines = [(str(r["custom_id"]), r.get("params")) for r in requests]
+            with self._lock:
+                refuse = self._fates and self._fates[0].status == "failed"
+                message = self._fates.popleft().message if refuse else ""
+            if refuse:
+                return 400, {}, _error_body("messages", 400, message)
+            if len({cid for cid, _ in lines}) != len(lines):
+                return 400, {}, _error_body("messages", 400, "duplicate custom_id in the batch")
+            batch = self._new_batch("anthropic", lines)
+            return 200, {}, _dumps(self._anthropic_batch(batch))
+        batch = self.batches.get(ident or "")
+        if batch is None:
+            return not_found
+        if name in ("batch_cancel", "message_batch_cancel"):
+            with self._lock:
+                batch.cancel = True
+        elif name in ("batch", "message_batch"):
+            self._advance(batch)
+        if name == "message_batch_results":
+            if not batch.ended:
+                return 400, {}, _error_body("messages", 400, "the batch is still processing")
+            return 200, {"Content-Type": "application/binary"}, _anthropic_results(batch)
+        if batch.kind == "openai":
+            return 200, {}, _dumps(self._openai_batch(batch))
+        return 200, {}, _dumps(self._anthropic_batch(batch))
+
+
+def _running_status(batch: _Batch) -> str:
+    """validating, in_progress or finalizing: what a batch that has not ended shows."""
+    if batch.cancel:
+        return "cancelling"
+    end = batch.polls_to_end
+    if batch.polls <= 1 and (end is None or end > 3):
+        return "validating"
+    if end is not None and batch.polls == end - 1 and end > 2:
+        return "finalizing"
+    return "in_progress"
+
+
+def _anthropic_results(batch: _Batch) -> bytes:
+    out = []
+    for result in batch.results:
+        if result["status"] is None:
+            item = {"type": "expired" if batch.fate.status == "expired" else "canceled"}
+        elif result["status"] == 200:
+            item = {"type": "succeeded", "message": result["body"]}
+        else:
+            item = {"type": "errored", "error": result["body"]}
+        out.append(json.dumps({"custom_id": result["custom_id"], "result": item}) + "\n")
+    return "".join(out).encode("utf-8")
+
+
+def _file_object(file_id: str, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": len(content),
+        "created_at": int(time.time()),
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+        "status_details": None,
+        "expires_at": None,
+        "content": content,
+    }
+
+
+def _rfc3339(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """name -> (filename, bytes) of a multipart/form-data body."""
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    if not message.is_multipart():
+        return fields
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str) and isinstance(payload, bytes):
+            fields[name] = (part.get_filename(), payload)
+    return fields
+
 
 def _dumps(payload: Any) -> bytes:
     return json.dumps(payload).encode("utf-8")
@@ -382,7 +823,8 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if not any(k.lower() == "content-type" for k in headers):
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 for key, value in headers.items():
                     self.send_header(key, value)
@@ -391,7 +833,41 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test): nothing to answer
 
+        def _read_body(self) -> bytes:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _batch(self, method: str, raw: bytes) -> bool:
+            """Answer a request of the batch protocols; False when it is none."""
+            found = batch_route_of(method, self.path)
+            if found is None:
+                return False
+            name, ident = found
+            headers = _headers(self.headers)
+            if name == "files":  # the upload itself is not kept in the record: only its size
+                body: Any = {"multipart_bytes": len(raw)}
+            else:
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+            server._record(RecordedRequest(method, self.path, headers, body))
+            status, extra, payload = server.answer_batch_route(name, ident, headers, raw)
+            self._send(status, extra, payload)
+            return True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
+            if self._batch("GET", b""):
+                return
             server._record(RecordedRequest("GET", self.path, _headers(self.headers), None))
             if self.path == "/health":
                 self._send(200, {}, b"")
@@ -406,8 +882,9 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {}, _dumps({"error": {"message": "not found"}}))
 
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self._read_body()
+            if self._batch("POST", raw):
+                return
             try:
                 body = json.loads(raw or b"null")
             except ValueError:
@@ -474,12 +951,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
+    "BATCH_ROUTES",
     "ROUTES",
     "VALID_PLAN",
+    "BatchFate",
     "FakeServer",
     "RecordedRequest",
     "Reply",
     "anthropic_message",
+    "batch_route_of",
     "chat_completion",
     "fake_vllm_main",
     "main",

@@ -27,6 +27,11 @@ the key and the known keys (exit 2) before anything is scored; ``python -m omnis
 retries, engine memory, swap space, device, repair model) do not.  A judge needs no yaml: the
 twelve paper judges and the hosted alternatives are presets in code (backend + checkpoint + prompt
 framing, :mod:`.specs`), and ``conf/judge/`` keeps only the panels.
+
+``batch=true`` (``backend=openai`` only; a hosted judge on the OpenAI API) judges a stage's items
+through the provider's batch API at half the price (:mod:`omnistory_core.batch_api`): the judge
+takes every pending item at once and hands the store's root (``bind_store``) to its backend, whose
+ledger lets a re-run poll the batches it submitted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from omnistory_core.batch_api import BATCH_MODE_BATCH_SIZE, BATCH_PARAM_NAMES, batch_parameters
 from omnistory_core.components import EvalResult, Judge
 from omnistory_core.evaluation.judges.backends.base import Backend, Generation
 from omnistory_core.evaluation.judges.backends.registry import create_backend
@@ -50,6 +56,7 @@ from omnistory_core.evaluation.judges.specs import (
 )
 from omnistory_core.evaluation.outcomes import REQUEST_REJECTED
 from omnistory_core.params import Param, ParamError, label, with_defaults
+from omnistory_core.planning.usage import parse_price_table
 
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
@@ -174,6 +181,8 @@ JUDGE_PARAMETERS: tuple[Param, ...] = (
         " tokens); false for hosted APIs",
         runtime=True,
     ),
+    # the provider's batch API (OpenAI's: a hosted judge), half price; see omnistory_core.batch_api
+    *batch_parameters("openai", doc_prefix="openai: "),
     # -- vllm backend --
     Param(
         "gpu_memory_utilization",
@@ -240,6 +249,8 @@ JUDGE_PARAMETERS: tuple[Param, ...] = (
 REPAIR_KEYS = frozenset(
     {p.name for p in JUDGE_PARAMETERS}
     - {"repair", "seed", "max_new_tokens", "temperature", "top_p", "repetition_penalty"}
+    # the stage-end repair is a handful of calls made at once: never worth a 24-hour batch
+    - set(BATCH_PARAM_NAMES)
 )
 
 
@@ -313,6 +324,14 @@ def spec_parameters(spec: JudgeSpec) -> tuple[Param, ...]:
             "the hosted model that answers, e.g. gpt-5.4 (part of the result key)",
             key_at_default=False,
         ),
+        Param(
+            "prices",
+            (dict, None),
+            None,
+            "USD per million tokens, {model: {input_per_mtok, output_per_mtok}}: the dry run's"
+            " cost estimate (null: the reference table, else no estimate)",
+            runtime=True,
+        ),
     )
     return with_defaults(params, *hosted, api_key_env="OPENAI_API_KEY")
 
@@ -323,6 +342,10 @@ class PaperJudge(Judge):
     spec: ClassVar[JudgeSpec]
     version = JUDGE_PROTOCOL_VERSION
     parameters = JUDGE_PARAMETERS
+    #: a hosted API judge (no checkpoint of its own): priced per token, uses no GPU here
+    hosted: ClassVar[bool] = False
+    #: False for a hosted judge; None: unknown here (a local model, or one behind a server)
+    uses_gpu: ClassVar[bool | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         spec = cls.__dict__.get("spec")
@@ -337,6 +360,9 @@ class PaperJudge(Judge):
         cls.reads = TRACK_READS[spec.track]
         cls.default_batch_size = spec.batch_size
         cls.description = f"{spec.track} judge {spec.title} ({spec.checkpoint or 'hosted API'})"
+        if not spec.checkpoint:
+            cls.hosted = True
+            cls.uses_gpu = False  # read by the dry run's GPU-hours and the device pool
 
     @classmethod
     def checkpoints(cls, params: Mapping[str, Any]) -> list[str]:
@@ -359,16 +385,53 @@ class PaperJudge(Judge):
                     f"{label(type(self))}: unknown repair parameter(s) {', '.join(unknown)};"
                     f" known: {', '.join(sorted(REPAIR_KEYS))}"
                 )
+        if self.hosted:
+            try:  # checked here, so a malformed table stops the command before any call
+                parse_price_table(self.params.get("prices"), where=f"judge.{self.name}.prices")
+            except ValueError as exc:
+                raise ParamError(f"{label(type(self))}: {exc}") from None
         self._backend: Backend | None = None
         self._repair_problem: str | None = None
+        self._store_root: Any = None
 
     @property
     def backend_name(self) -> str:
         return str(self.params.get("backend") or self.spec.backend)
 
+    @property
+    def batch_size(self) -> int:
+        """With ``batch=true`` every pending item of the stage (one provider batch), else the
+        spec's."""
+        if self.params.get("batch") and not self.params.get("batch_size"):
+            return BATCH_MODE_BATCH_SIZE
+        return super().batch_size
+
+    def bind_store(self, root: Any) -> None:
+        """The store's root, for the backend's batch ledger (``<root>/batches/judge-<id>/``)."""
+        self._store_root = root
+        bind = getattr(self._backend, "bind_store", None)
+        if callable(bind):
+            bind(root)
+
+    def _batch_problem(self) -> str | None:
+        # checked at pre-flight and load, not when built: every parameter stays variable on its
+        # own (a cached run with batch=true and another backend calls nothing, so it is fine)
+        if self.params.get("batch") and self.backend_name != "openai":
+            return (
+                f"batch=true needs backend=openai (a provider batch API behind base_url), not"
+                f" backend={self.backend_name}"
+            )
+        return None
+
     def load(self) -> None:
+        problem = self._batch_problem()
+        if problem:
+            raise ValueError(f"judge {self.spec.id}: {problem}")
         if self._backend is None:
             self._backend = create_backend(self.backend_name, self.spec, dict(self.params))
+            bind = getattr(self._backend, "bind_store", None)
+            if callable(bind) and self._store_root is not None:
+                bind(self._store_root)
             self._backend.load()
 
     def unload(self) -> None:
@@ -488,6 +551,13 @@ class PaperJudge(Judge):
                 "JSON repair model",
                 opt_out=f"judge.{self.spec.id}.repair=false",
             )
+        problem = self._batch_problem()
+        if problem:
+            from omnistory_core.evaluation.preflight import Need
+
+            where = f"judge.{self.spec.id}"
+            remedy = f"--set {where}.backend=openai {where}.base_url=..., or {where}.batch=false"
+            needs.append(Need("config", f"{where}.batch", remedy, detail=problem))
         return needs
 
 

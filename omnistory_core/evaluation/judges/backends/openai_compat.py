@@ -22,6 +22,14 @@ server unreachable after all its retries, the remaining requests of this client 
 instead of each waiting through its own retries.  A request the server rejects for its content
 (HTTP 400, 413, 422) or whose attachment cannot be read is marked ``error_kind="request"``;
 every other failure is an infrastructure error that the next run retries.
+
+``batch=true`` (with ``batch_poll_s``, ``batch_wait_s``, ``batch_max_requests``,
+``batch_max_bytes``) sends the prompts of a stage through the OpenAI Batch API instead, at half
+price (:mod:`omnistory_core.batch_api`): the same request bodies, a ledger under the store that the
+judge hands on (:meth:`OpenAICompatibleBackend.bind_store`) so that a re-run polls instead of
+resubmitting, and the synchronous path above for every prompt without a batch result.  A prompt
+whose batch had not ended within ``batch_wait_s`` is an inference failure (``error_kind``
+``batch_pending``), which the evaluation never stores: the next run polls its batch.
 """
 
 from __future__ import annotations
@@ -34,6 +42,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from omnistory_core.batch_api import (
+    BATCH_PENDING,
+    BatchLedger,
+    BatchSettings,
+    OpenAIBatches,
+    custom_id,
+    public_url,
+    retrying,
+    run_batches,
+)
 from omnistory_core.evaluation.judges import media
 from omnistory_core.evaluation.judges.backends.base import Decoding, Generation
 from omnistory_core.evaluation.judges.render import RenderedPrompt
@@ -135,6 +153,7 @@ class OpenAICompatibleBackend:
         self.in_flight = 0
         self.max_in_flight = 0
         self._unreachable: str | None = None
+        self._store_root: Path | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def load(self) -> None:
@@ -150,6 +169,10 @@ class OpenAICompatibleBackend:
             max_retries=0,
             timeout=self.timeout,
         )
+
+    def bind_store(self, root: Any) -> None:
+        """The store's root: the batch ledger lives under ``<root>/batches/judge-<id>/``."""
+        self._store_root = Path(root)
 
     def close(self) -> None:
         if self._client is not None:
@@ -263,10 +286,77 @@ class OpenAICompatibleBackend:
                 )
             return self._call(call)
 
+        if self.params.get("batch"):
+            return self._generate_batched(calls, one)
+        return self._map(one, calls)
+
+    def _map(self, one: Callable[[Any], Generation], calls: list[Any]) -> list[Generation]:
         if self.concurrency == 1 or len(calls) <= 1:
             return [one(c) for c in calls]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(one, calls))
+
+    # -- provider batches -----------------------------------------------------------------
+    @staticmethod
+    def batch_body(kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The JSON body ``chat.completions.create(**kwargs)`` sends (``extra_body`` merged)."""
+        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+        body.update(kwargs.get("extra_body") or {})
+        return body
+
+    def _generate_batched(
+        self, calls: list[dict[str, Any] | Exception], one: Callable[[Any], Generation]
+    ) -> list[Generation]:
+        """``generate`` with ``batch=true``: one OpenAI batch (several past the limits); the
+        prompts without a batch result go through ``one`` (the synchronous call)."""
+        bodies: dict[str, dict[str, Any]] = {}
+        ids: dict[int, str] = {}
+        for n, call in enumerate(calls):
+            if isinstance(call, dict):
+                body = self.batch_body(call)
+                ids[n] = custom_id(body)
+                bodies.setdefault(ids[n], body)
+        api = OpenAIBatches()
+        ledger = BatchLedger(
+            self._store_root,
+            f"judge-{self.spec.id}",
+            provider=api.provider,
+            endpoint=public_url(getattr(self._client, "base_url", self.base_url)),
+        )
+        outcomes = run_batches(
+            api,
+            self._client,
+            list(bodies),
+            bodies.__getitem__,  # generate built every request already: no second copy
+            ledger,
+            BatchSettings.from_params(self.params, api.limits),
+            call=retrying(self.classify_error, self.policy, sleep=self._sleep),
+            label=f"judge={self.spec.id}",
+            sleep=self._sleep,
+        )
+        results: list[Generation | None] = [None] * len(calls)
+        synchronous: list[int] = []
+        for n in range(len(calls)):
+            outcome = outcomes.get(ids[n]) if n in ids else None
+            if outcome is None or outcome.status == "fallback":
+                synchronous.append(n)  # an unreadable attachment's error comes from `one`
+            elif outcome.status == "ok":
+                try:
+                    generation = _generation_from(outcome.response, 1)
+                except (AttributeError, TypeError, ValueError):
+                    synchronous.append(n)
+                    continue
+                generation.usage.update(batch=True, batch_id=outcome.batch_id, batch_calls=1)
+                results[n] = generation
+            else:
+                kind = BATCH_PENDING if outcome.status == "pending" else None
+                results[n] = Generation(text=None, error=outcome.reason, error_kind=kind)
+        answers = self._map(one, [calls[n] for n in synchronous])
+        for n, generation in zip(synchronous, answers, strict=True):
+            if n in ids:
+                generation.usage["batch_fallback_calls"] = 1
+            results[n] = generation
+        return [g for g in results if g is not None]
 
 
 def _generation_from(response: Any, attempts: int) -> Generation:

@@ -4,6 +4,10 @@ The page image goes as a base64 image block before the text.  The Plan JSON sche
 as structured output (``output_config.format``, GA in the SDK this plugin requires) or, with
 ``structured_output: tool``, through forced use of one strict tool whose input schema is the
 plan.  The SDK is imported in :meth:`make_client` only.
+
+``planner.batch=true`` sends the stage's requests as Anthropic Message Batches instead (half
+price, answered within 24 h; :mod:`omnistory_core.batch_api`): the same ``messages.create``
+parameters, so the same cache keys; a re-run polls the batches it submitted.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from omnistory_core.api import (
     PlannerRequest,
     VLMPlanner,
     anthropic_messages,
+    batch_parameters,
     classify_api_error,
     plan_response_format,
     reply_from_anthropic_message,
@@ -74,6 +79,7 @@ class ClaudePlanner(VLMPlanner):
     version = "1"
     description = "Claude Opus 4.7 via the Anthropic SDK: base64 image block, Plan JSON schema"
     requirements: ClassVar[tuple[str, ...]] = ("anthropic>=2.14,<3",)
+    batch_provider = "anthropic"
     parameters = with_defaults(
         BASE_PARAMETERS,
         Param(
@@ -87,6 +93,7 @@ class ClaudePlanner(VLMPlanner):
         Param(
             "effort", str, None, "output_config.effort; null: the model's default", choices=EFFORTS
         ),
+        *batch_parameters("anthropic"),
         model="claude-opus-4-7",
         # null: the SDK default (https://api.anthropic.com, or $ANTHROPIC_BASE_URL); a trailing
         # /v1 is dropped (the SDK appends /v1/messages itself)
@@ -156,7 +163,13 @@ class ClaudePlanner(VLMPlanner):
         return kwargs
 
     def send(self, client: Any, request: PlannerRequest) -> ModelReply:
-        response = client.messages.create(**self.request_kwargs(request))
+        return self.batch_reply(client.messages.create(**self.request_kwargs(request)))
+
+    def batch_body(self, request: PlannerRequest) -> dict[str, Any]:
+        """A Message Batch request's ``params``: what ``messages.create`` sends."""
+        return self.request_kwargs(request)
+
+    def batch_reply(self, response: Any) -> ModelReply:
         tool = TOOL_NAME if self.params["structured_output"] == "tool" else None
         return reply_from_anthropic_message(response, tool_name=tool)
 

@@ -4,13 +4,23 @@ The page image goes as a base64 ``data:`` URL, the Plan JSON schema as a strict 
 ``response_format``.  Sending, error classification, retries and usage are
 :class:`~omnistory_core.api.OpenAIChatPlanner`'s; this class adds GPT's parameters.  The SDK is
 imported only when the client is made, so plugin discovery stays light.
+
+``planner.batch=true`` sends the stage's requests through the OpenAI Batch API instead (half
+price, answered within 24 h; :mod:`omnistory_core.batch_api`): the same request bodies, so the
+same cache keys; a re-run polls the batches it submitted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from omnistory_core.api import BASE_PARAMETERS, OpenAIChatPlanner, Param, with_defaults
+from omnistory_core.api import (
+    BASE_PARAMETERS,
+    OpenAIChatPlanner,
+    Param,
+    batch_parameters,
+    with_defaults,
+)
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 VERBOSITIES = ("low", "medium", "high")
@@ -25,6 +35,7 @@ class GPTPlanner(OpenAIChatPlanner):
     description = "GPT-5.4 via the OpenAI SDK: image as data URL, Plan schema as response_format"
     max_tokens_field = "max_completion_tokens"  # includes reasoning tokens on reasoning models
     api_key_hint = "your OpenAI API key"
+    batch_provider = "openai"
     parameters = with_defaults(
         BASE_PARAMETERS,
         Param(
@@ -35,6 +46,7 @@ class GPTPlanner(OpenAIChatPlanner):
             "image_detail", str, None, "image_url detail; null: the API's", choices=IMAGE_DETAILS
         ),
         Param("structured_output", bool, True, "send the Plan schema as response_format (strict)"),
+        *batch_parameters("openai"),
         model="gpt-5.4",
         base_url=None,  # the SDK default: https://api.openai.com/v1, or $OPENAI_BASE_URL
         api_key_env="OPENAI_API_KEY",
