@@ -7,13 +7,24 @@ python -m omnistory_core report ...             leaderboard, statistics, figures
 python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
 python -m omnistory_core judges ...             judge prompts and panels
 python -m omnistory_core env create tts=parler  a virtual environment for one component
+python -m omnistory_core progress SWEEP_DIR     a sweep's progress (any launcher; --watch)
 """
 
 from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = ("plugins", "plugin", "report", "evaluate", "judges", "env", "prefetch", "human")
+SUBCOMMANDS = (
+    "plugins",
+    "plugin",
+    "report",
+    "evaluate",
+    "judges",
+    "env",
+    "prefetch",
+    "human",
+    "progress",
+)
 
 
 def _hydra_main() -> int:
@@ -78,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             from omnistory_core.human.command import main as human_main
 
             return human_main(rest)
+        if command == "progress":
+            from omnistory_core.engine.sweep_progress import main as progress_main
+
+            return progress_main(rest)
         if command == "judges":
             from omnistory_core.evaluation.judges.command import main as judges_main
 

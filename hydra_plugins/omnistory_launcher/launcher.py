@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
@@ -85,9 +86,38 @@ class OmnistoryLauncher(Launcher):
         except DeviceError:
             devices = []  # every job says why in its job_error.json
         n = parallel_jobs(self.jobs, devices)
+        self._plan_progress(job_overrides, initial_job_idx)
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
+
+    def _plan_progress(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
+        """Give the sweep's progress view every job's calls before any job starts, so its "to
+        do" and ETA cover the whole sweep from the first second (each job plans itself again
+        when it starts; a job that cannot be planned here says why when it runs)."""
+        from omnistory_core.engine.job import MediaHasher
+        from omnistory_core.engine.sweep_progress import announce_jobs, write_job_plan
+        from omnistory_core.run.generate import plan_for_progress
+
+        assert self.config is not None and self.hydra_context is not None
+        sweep_dir = str(self.config.hydra.sweep.dir)
+        announce_jobs(sweep_dir, initial_job_idx + len(job_overrides))
+        if not bool(self.config.engine.get("progress")) or bool(self.config.engine.get("dry_run")):
+            return
+        media = MediaHasher()  # each dataset file hashed once for all jobs
+        for n, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + n
+            try:
+                config = self.hydra_context.config_loader.load_sweep_config(
+                    self.config, list(overrides)
+                )
+                with open_dict(config):  # the job's own config, as run_job gives it the task
+                    del config["hydra"]
+                planned = plan_for_progress(config, media)
+            except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
+                log.debug("job #%d not planned for the progress view: %s", idx, exc)
+                continue
+            write_job_plan(sweep_dir, idx, planned)
 
     # -- one job after another, in this process ------------------------------------------------
     def _in_process(
@@ -132,7 +162,7 @@ class OmnistoryLauncher(Launcher):
         env = {**os.environ, SHARED_DEVICES_ENV: "1"}
         queue = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
         starts: dict[int, int] = {}
-        running: dict[int, tuple[subprocess.Popen[bytes], list[str]]] = {}
+        running: dict[int, tuple[subprocess.Popen[Any], list[str]]] = {}
         results: dict[int, JobReturn] = {}
         try:
             while queue or running:
@@ -157,9 +187,16 @@ class OmnistoryLauncher(Launcher):
                     starts[idx] = starts.get(idx, 0) + 1
                     if starts[idx] == 1:
                         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-                    proc = subprocess.Popen(
-                        [sys.executable, "-m", __name__, str(payload), str(result)], env=env
-                    )
+                    console = self._console(work, idx)
+                    try:
+                        proc = subprocess.Popen(
+                            [sys.executable, "-m", __name__, str(payload), str(result)],
+                            env=env,
+                            **console,
+                        )
+                    finally:
+                        if "stdout" in console:
+                            console["stdout"].close()  # the child has its own copy
                     running[idx] = (proc, overrides)
                 time.sleep(0.05)
                 for idx, (proc, overrides) in list(running.items()):
@@ -191,6 +228,16 @@ class OmnistoryLauncher(Launcher):
                 proc.wait()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return [results[idx] for idx in sorted(results)]
+
+    def _console(self, work: Path, idx: int) -> dict[str, Any]:
+        """Where a job's console output goes: the terminal, unless the sweep's live progress
+        view is drawn there (it would be torn by the jobs' lines): then ``.launcher/job-N.log``
+        (each job's own Hydra log is in its job directory either way)."""
+        assert self.config is not None
+        if not (bool(self.config.engine.get("progress", False)) and sys.stderr.isatty()):
+            return {}
+        handle = open(work / f"job-{idx}.log", "ab")  # noqa: SIM115 - the child writes it
+        return {"stdout": handle, "stderr": subprocess.STDOUT}
 
     def _lost(self, idx: int, overrides: list[str], code: int, starts: int) -> JobReturn:
         """A job whose process kept dying: recorded like a failed job, the sweep goes on."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -55,21 +56,64 @@ def _stage_devices(cfg: DictConfig, store_root: Path, components: dict[str, Any]
         raise ConfigError(str(exc)) from None
 
 
-def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
-    """Run one system over the dataset and write its job directory; returns the manifest."""
+def _job_progress(cfg: DictConfig, system_id: str, stats: dict[str, Any]) -> Any:
+    """In a ``-m`` sweep: the job's reports to the sweep's progress view (else None)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra = HydraConfig.get()
+    except Exception:  # noqa: BLE001 - not inside a Hydra app (tests calling run directly)
+        return None
+    if hydra.mode != RunMode.MULTIRUN or hydra.job.num is None:
+        return None
+    from omnistory_core.engine.sweep_progress import JobProgress
+
+    return JobProgress(hydra.sweep.dir, int(hydra.job.num), system_id, stats)
+
+
+def _planned_calls(
+    cfg: DictConfig,
+    examples: list[Any],
+    components: dict[str, Any],
+    store: Any,
+    media: Any = None,
+) -> dict[str, list[str]]:
+    """The calls this job will make, named as the sweep's progress view counts them."""
+    from omnistory_core.engine.dryrun import plan_job
+
+    plan = plan_job(
+        examples=examples,
+        components=components,
+        store=store,
+        retry_failures=cfg.engine.retry_failures,
+        symbolic_experts=True,
+        media=media,
+    )
+    return {key: list(entry["pending"]) for key, entry in plan["components"].items()}
+
+
+@dataclass
+class PreparedSystem:
+    """A job's system, resolved and built (nothing loaded): what running or planning it needs."""
+
+    registry: Any
+    config: dict[str, Any]  # the resolved config as plain containers
+    system: Any  # omnistory_core.engine.system.SystemPlan
+    spec: dict[str, Any]  # the dataset spec
+    examples: list[Any]
+    fingerprint: Any
+    components: dict[str, Any]
+
+
+def prepare_system(cfg: DictConfig) -> PreparedSystem:
+    """Resolve the system of ``cfg`` (refusing an incoherent one), read the dataset and build
+    the components (their constructors check their parameters; nothing is loaded)."""
     from omnistory_core.data.cache import dataset_spec, load_examples
-    from omnistory_core.engine.failures import check_missing
-    from omnistory_core.engine.isolation import maybe_isolate
-    from omnistory_core.engine.job import build_component, run_job
-    from omnistory_core.engine.outputs import materialize
-    from omnistory_core.engine.progress import progress_bars
-    from omnistory_core.engine.store import Store
+    from omnistory_core.engine.job import build_component
     from omnistory_core.engine.system import resolve_system
     from omnistory_core.plugins import load_plugins
-    from omnistory_core.run.manifest import job_manifest, write_manifest
 
-    started = time.time()
-    install_log_filter()
     registry = load_plugins()
     # a DictConfig becomes a dict
     plain_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
@@ -85,6 +129,35 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         )
         for group, node in system.specs.items()
     }
+    return PreparedSystem(registry, plain_cfg, system, spec, examples, fingerprint, components)
+
+
+def plan_for_progress(cfg: DictConfig, media: Any = None) -> dict[str, list[str]]:
+    """The calls a job of ``cfg`` will make, per component, as the sweep's progress view counts
+    them (a launcher plans every job of a sweep with it before starting any)."""
+    from omnistory_core.engine.dryrun import ReadOnlyStore
+
+    prepared = prepare_system(cfg)
+    store = ReadOnlyStore(Path(cfg.engine.store).resolve())
+    return _planned_calls(cfg, prepared.examples, prepared.components, store, media)
+
+
+def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
+    """Run one system over the dataset and write its job directory; returns the manifest."""
+    from omnistory_core.engine.failures import check_missing
+    from omnistory_core.engine.isolation import maybe_isolate
+    from omnistory_core.engine.job import run_job
+    from omnistory_core.engine.outputs import materialize
+    from omnistory_core.engine.progress import progress_bars
+    from omnistory_core.engine.store import Store
+    from omnistory_core.run.manifest import job_manifest, write_manifest
+
+    started = time.time()
+    install_log_filter()
+    prepared = prepare_system(cfg)
+    registry, plain_cfg, system = prepared.registry, prepared.config, prepared.system
+    spec, examples, fingerprint = prepared.spec, prepared.examples, prepared.fingerprint
+    components = prepared.components
     if bool(cfg.engine.get("dry_run", False)):  # plan only: nothing loaded, called or stored
         from omnistory_core.run.plan import dry_run_system
 
@@ -96,15 +169,28 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     oracle = any(c.oracle for c in components.values())
     label = f"{system.system_id}{' [ORACLE]' if oracle else ''}"
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
-    with progress_bars(bool(cfg.engine.progress)) as progress:
-        result = run_job(
-            examples=examples,
-            components=components,
-            store=store,
-            retry_failures=cfg.engine.retry_failures,
-            progress=progress,
-            devices=devices,
-        )
+    stats: dict[str, Any] = {}
+    tracker = _job_progress(cfg, system.system_id, stats)
+    state = "failed"
+    try:
+        if tracker is not None:
+            tracker.plan(_planned_calls(cfg, examples, components, store))
+        # in a sweep the sweep's view shows every job at once; a single run draws its own bars
+        with progress_bars(bool(cfg.engine.progress) and tracker is None) as bars:
+            result = run_job(
+                examples=examples,
+                components=components,
+                store=store,
+                retry_failures=cfg.engine.retry_failures,
+                progress=tracker.progress if tracker is not None else bars,
+                devices=devices,
+                stats=stats,
+                on_expert_keys=tracker.resolve if tracker is not None else None,
+            )
+        state = "done"
+    finally:
+        if tracker is not None:
+            tracker.close(state)
     missing = materialize(output_dir, result, store)
     manifest = job_manifest(
         system=system,

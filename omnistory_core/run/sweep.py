@@ -4,7 +4,8 @@
 validates the dataset (a bad dataset fails the sweep once, not once per job); after the last job
 it sums the jobs' stats into ``sweep_stats.json`` and calls :func:`finish_sweep`, which runs the
 configured evaluation and builds the report; after a dry run (``engine.dry_run=true``) it writes
-``sweep_plan.json`` instead (:mod:`omnistory_core.run.plan`).
+``sweep_plan.json`` instead, with the evaluation planned rather than run
+(:mod:`omnistory_core.run.plan`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ class SweepCallback(Callback):  # type: ignore[misc]
             from omnistory_core.engine.dryrun import clear_job_plans
 
             clear_job_plans(Path(config.hydra.sweep.dir))
+            return
+        self.view = start_progress_view(config)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # launchers pickle the Hydra context, callbacks included, to run jobs elsewhere: the
+        # view (threads, a live console) stays with the sweep's process
+        return {k: v for k, v in self.__dict__.items() if k != "view"}
+
+    def _stop_view(self) -> None:
+        view, self.view = getattr(self, "view", None), None
+        if view is not None:
+            view.stop()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from omnistory_core.engine.store import atomic_write_bytes
@@ -65,9 +78,11 @@ class SweepCallback(Callback):  # type: ignore[misc]
         if bool(config.engine.get("dry_run", False)):  # sweep_plan.json instead of any stats
             from omnistory_core.run.plan import finish_dry_run
 
-            if finish_dry_run(config, sweep_dir):
-                raise SystemExit(1)
+            status = finish_dry_run(config, sweep_dir)
+            if status:  # 2: the evaluation cannot start as configured; 1: a job failed
+                raise SystemExit(status)
             return
+        self._stop_view()
         stats = sum_stats(job_dirs(sweep_dir))
         failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
         stats["failed_jobs"] = failed
@@ -82,6 +97,39 @@ class SweepCallback(Callback):  # type: ignore[misc]
             raise SystemExit(1)
         if status:
             raise SystemExit(status)
+
+
+def expected_jobs(config: DictConfig) -> int | None:
+    """How many jobs the sweep has, from its overrides as Hydra's basic sweeper expands them;
+    None when that needs Hydra's config loader (``glob(...)`` over a group's options), in which
+    case the launcher may still say (``.progress/sweep.json``)."""
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+        overrides = OverridesParser.create().parse_overrides(
+            [*params, *list(config.hydra.overrides.task)]
+        )
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    except Exception:  # noqa: BLE001 - another sweeper, or a sweep Hydra must expand itself
+        return None
+
+
+def start_progress_view(config: DictConfig) -> Any:
+    """The sweep's progress view (:mod:`omnistory_core.engine.sweep_progress`), drawn while the
+    jobs run whichever launcher runs them; None with ``engine.progress=false``."""
+    import shutil
+
+    from omnistory_core.engine.sweep_progress import PROGRESS_DIR, SweepProgressView
+
+    sweep_dir = Path(config.hydra.sweep.dir)
+    shutil.rmtree(sweep_dir / PROGRESS_DIR, ignore_errors=True)  # an earlier sweep's
+    if not bool(config.engine.progress):
+        return None
+    return SweepProgressView(
+        sweep_dir, f"sweep {sweep_dir.name}", expected_jobs=expected_jobs(config)
+    ).start()
 
 
 def finish_sweep(config: DictConfig, run_dir: Path) -> int:
