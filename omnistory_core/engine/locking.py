@@ -171,6 +171,10 @@ class FlockLock:
         self._fh = fh
         return True
 
+    def held(self) -> bool:
+        """Whether this process still holds the lock (a flock is held until released)."""
+        return self._fh is not None
+
     def release(self) -> None:
         if self._fh is not None:
             fcntl.flock(self._fh, fcntl.LOCK_UN)
@@ -249,11 +253,13 @@ class _Owner:
 
     @classmethod
     def get(cls, locks_dir: Path, lease_s: float) -> _Owner:
-        """This process's owner for the store (a new one after fork or after a lost lease)."""
+        """This process's owner for the store (a new one after fork or after a lapsed lease)."""
         with cls._lock:
             key = (os.getpid(), str(locks_dir))
             owner = cls._by_dir.get(key)
-            if owner is None or owner.lost:
+            # a lapsed owner (lost, or its heartbeat stalled past the lease) is never reused:
+            # others may be reclaiming its locks, so new locks get a new, live owner
+            if owner is None or not owner.valid():
                 owner = cls._by_dir[key] = _Owner(locks_dir, lease_s)
             return owner
 
@@ -406,6 +412,16 @@ class LeaseLock:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(marker)
+
+    def held(self) -> bool:
+        """Whether the lease is still this process's: its heartbeat kept it alive and the lock
+        file still carries its token.  False after a stall longer than the lease (another process
+        may have reclaimed the key and be computing it): the caller must not write its result."""
+        owner, token = self._owner, self._token
+        if owner is None or not owner.valid():
+            return False
+        current = _read_json(self.path)
+        return current is not None and current.get("token") == token
 
     def release(self) -> None:
         owner, token = self._owner, self._token

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,8 @@ from omnistory_core.engine.failures import (
 )
 from omnistory_core.engine.hashing import call_key
 from omnistory_core.engine.store import CallRecord, Store
+
+log = logging.getLogger("omnistory")
 
 __all__ = [
     "CacheMiss",
@@ -528,6 +531,18 @@ class StageRun:
                     usage=usage,
                     seconds=round(per_item, 6),
                 )
+                held = getattr(lock, "held", None)
+                if callable(held) and not held():
+                    # stalled past its lease: the key may be another process's now, whose record
+                    # is the one that counts; wait for it like any key held elsewhere
+                    log.warning(
+                        "%s: the lock on %s lapsed while computing it; not writing this result",
+                        component.key(),
+                        key[:12],
+                    )
+                    with self._claim_lock:
+                        self.theirs.append(key)
+                    continue
                 self.store.put(record)
                 self.finish(key, record, computed=True)
             finally:

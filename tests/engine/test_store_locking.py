@@ -224,3 +224,39 @@ def test_locking_settings_and_the_store_mark(tmp_path: Path, monkeypatch) -> Non
     assert Store(root).lease_s == 7.0
     assert is_network_filesystem("nfs4") and is_network_filesystem("fuse.sshfs")
     assert not is_network_filesystem("ext4") and not is_network_filesystem("tmpfs")
+
+
+def test_a_result_computed_past_its_lease_is_not_written(tmp_path: Path) -> None:
+    """A process stalled longer than its lease (here: its heartbeat stopped mid-call) may have
+    lost the key to another process: its result is dropped, and the key is waited for like one
+    held elsewhere; with nobody else, this process reclaims it and computes it again."""
+    from PIL import Image
+
+    from omnistory_core.components import ImageExpert
+    from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+
+    lease_s = 1.0  # the shortest lease allowed
+    store = Store(tmp_path / "store", locking="lease", lease_s=lease_s)
+    made: list[float] = []
+
+    class Stalling(ImageExpert):
+        name = "stalling"
+
+        def run_one(self, item):
+            made.append(time.time())
+            if len(made) == 1:  # the first call stalls: no heartbeat for twice the lease
+                _Owner.get(store.root / "locks", lease_s)._stop.set()
+                time.sleep(2 * lease_s)
+            return Image.new("RGB", (4, 4), (len(made), 0, 0))
+
+    stats = ComponentStats()
+    results = run_stage(
+        LazyComponent(Stalling(), stats), [StageItem(0, {"image_prompt": "a fox"})], store
+    )
+    record = results[0]
+    assert isinstance(record, CallRecord) and record.status == "ok"
+    assert len(made) == 2, "the lapsed result was written, or the key never recomputed"
+    assert stats.calls == 1
+    # the record is the second, live computation's (red channel 2)
+    blob = store.blob_path(record.output["blob"], "png")
+    assert Image.open(blob).getpixel((0, 0))[0] == 2
