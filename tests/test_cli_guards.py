@@ -65,10 +65,30 @@ def test_missing_image_stops_a_sweep_before_any_job(tmp_path: Path) -> None:
         QUIET,
         cwd=tmp_path,
     )
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-2000:]
     assert "row 5" in proc.stderr and str(df.loc[5, "id"]) in proc.stderr
     assert "next_image" in proc.stderr
+    assert "Launching" not in proc.stdout + proc.stderr, "a job started"
     assert not list((tmp_path / "out").rglob("manifest.json"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "unknown"),
+    [
+        ("evaluation.metrics=[bertscore,bertscor]", "metric named 'bertscor'"),
+        ("evaluation.judges=[panel_a,text-qwen3]", "judge named 'text-qwen3'"),
+    ],
+)
+def test_an_unknown_evaluator_stops_a_sweep_before_any_job(
+    tmp_path: Path, setting: str, unknown: str
+) -> None:
+    # a typo in the end-of-sweep evaluation must not cost the whole generation first
+    proc = run_cli("-m", "planner=template,copy", setting, "output_root=out", QUIET, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("omnistory: error:")]
+    assert len(errors) == 1 and unknown in errors[0], proc.stderr[-2000:]
+    assert "Launching" not in proc.stdout + proc.stderr, "a job started"
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("manifest.json"))
 
 
 def _fake_distribution(site: Path, dist: str, version: str, module: str, body: str) -> None:

@@ -26,12 +26,7 @@ def evaluator_config(kind: str, name: str, overrides: list[str]) -> dict[str, An
             cfg = compose(config_name=f"{kind}/{name}")
         except MissingConfigException:
             cfg = OmegaConf.create({"name": name})
-    data = OmegaConf.to_container(cfg, resolve=True)
-    # configs stored in a group may come back nested under the group name
-    while isinstance(data, dict) and set(data) == {kind}:
-        data = data[kind]
-    if isinstance(data, dict) and name in data and "name" not in data:
-        data = data[name]
+    data = _unwrap(OmegaConf.to_container(cfg, resolve=True), kind, name)
     if own:
         # merged after unwrapping, so `--set metric.clip.model=...` works whether or not the
         # yaml is a _global_ package; a leading + (Hydra's "add a key") is accepted too
@@ -52,6 +47,44 @@ def expand_panels(kind: str, names: list[str]) -> list[str]:
             if member not in out:
                 out.append(str(member))
     return out
+
+
+def _unwrap(data: Any, kind: str, name: str) -> Any:
+    """Configs stored in a group may come back nested under the group name (and their own)."""
+    while isinstance(data, dict) and set(data) == {kind}:
+        data = data[kind]
+    if isinstance(data, dict) and name in data and "name" not in data:
+        data = data[name]
+    return data
+
+
+def check_evaluator_names(metrics: list[str], judges: list[str]) -> None:
+    """Raise :class:`~omnistory_core.plugins.PluginError` for a metric, judge or panel that does
+    not exist, without building anything; usable inside a running Hydra app (a sweep checks its
+    ``evaluation.*`` before generating anything, not after)."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import MissingConfigException
+    from omegaconf import OmegaConf
+
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    for name in metrics:
+        registry.component("metric", str(name))
+    inside_app = GlobalHydra.instance().is_initialized()
+    for name in judges:
+        members: Any = None
+        if inside_app:  # the app's own search path (plugins' yaml included), left as it is
+            try:
+                data = OmegaConf.to_container(compose(config_name=f"judge/{name}"), resolve=True)
+                members = (_unwrap(data, "judge", str(name)) or {}).get("judges")
+            except MissingConfigException:
+                members = None
+        else:
+            members = evaluator_config("judge", str(name), []).get("judges")
+        for member in members if isinstance(members, list) else [name]:
+            registry.component("judge", str(member))
 
 
 def build_evaluators(

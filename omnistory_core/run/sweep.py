@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -50,10 +53,20 @@ class SweepCallback(Callback):  # type: ignore[misc]
     """Validates the dataset before any job starts and sums job stats at the end of a sweep."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        with _user_errors_stop_the_sweep():
+            self._start(config)
+
+    def _start(self, config: DictConfig) -> None:
         from omnistory_core.data.cache import dataset_spec, load_examples
+        from omnistory_core.evaluation.evaluators import check_evaluator_names
 
         install_log_filter()
         load_examples(dataset_spec(config))  # raises DatasetError before any generation
+        evaluation = config.get("evaluation") or {}
+        check_evaluator_names(  # a typo here must not cost a whole sweep first
+            [str(m) for m in evaluation.get("metrics") or []],
+            [str(j) for j in evaluation.get("judges") or []],
+        )
         if bool(config.engine.get("dry_run", False)):
             from omnistory_core.engine.dryrun import clear_job_plans
 
@@ -72,6 +85,10 @@ class SweepCallback(Callback):  # type: ignore[misc]
             view.stop()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        with _user_errors_stop_the_sweep():
+            self._end(config)
+
+    def _end(self, config: DictConfig) -> None:
         from omnistory_core.engine.store import atomic_write_bytes
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -97,6 +114,21 @@ class SweepCallback(Callback):  # type: ignore[misc]
             raise SystemExit(1)
         if status:
             raise SystemExit(status)
+
+
+@contextmanager
+def _user_errors_stop_the_sweep() -> Iterator[None]:
+    """Hydra turns an exception of a callback into a warning and goes on (exit 0): a bad
+    dataset or evaluator is one clear line and exit 2 instead."""
+    from omnistory_core.data import DatasetError
+    from omnistory_core.errors import ConfigError
+    from omnistory_core.plugins import PluginError
+
+    try:
+        yield
+    except (ConfigError, DatasetError, PluginError) as exc:
+        print(f"omnistory: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def expected_jobs(config: DictConfig) -> int | None:
