@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 @dataclass
 class OmnistoryLauncherConf:
     _target_: str = "hydra_plugins.omnistory_launcher.launcher.OmnistoryLauncher"
-    # jobs at once; null: one per device of engine.devices when there are two or more, else 1
+    # jobs at once; null: two per device of engine.devices when there are two or more, else 1
     # (one after another, in the sweep's own process)
     jobs: Optional[int] = None  # noqa: UP045 - OmegaConf structured configs
     # a job whose process is killed is started again this many times (the store keeps its calls)

@@ -3,7 +3,7 @@
 * One job at a time, in this process, exactly as Hydra's basic launcher runs them, when
   ``engine.devices`` gives fewer than two devices (a CPU machine, one GPU) and
   ``hydra.launcher.jobs`` is not set.
-* With two devices or more, ``hydra.launcher.jobs`` (default: one per device) jobs at once, each
+* With two devices or more, ``hydra.launcher.jobs`` (default: two per device) jobs at once, each
   in a fresh process (a process that has not initialised CUDA yet can still be pinned to its
   devices).  The jobs share the devices through the device pool
   (:mod:`omnistory_core.engine.devices`): every GPU stage of every job runs on replicas on the
@@ -49,13 +49,17 @@ WORK_DIR = ".launcher"
 
 
 def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
-    """How many jobs run at once: ``hydra.launcher.jobs``, else one per device when there are
-    two or more, else 1 (in the sweep's own process)."""
+    """How many jobs run at once: ``hydra.launcher.jobs``, else two per device when there are
+    two or more, else 1 (in the sweep's own process).
+
+    A job's process holds no device (its GPU stages lease them for their replicas), so more jobs
+    than devices only overlap one job's start-up and hosted-API stages with another's GPU stages:
+    measured by ``benchmarks/devices_scaling.py``, two per device beat one per device."""
     if jobs is not None:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ValueError(f"hydra.launcher.jobs={jobs!r}: expected null or an integer >= 1")
         return jobs
-    return len(devices) if len(devices) >= 2 else 1
+    return 2 * len(devices) if len(devices) >= 2 else 1
 
 
 class OmnistoryLauncher(Launcher):
@@ -154,7 +158,7 @@ class OmnistoryLauncher(Launcher):
         log.info(
             "Launching %d jobs, %d at a time, on device(s) %s",
             len(job_overrides),
-            n,
+            min(n, len(job_overrides)),
             ",".join(devices) or "none",
         )
         singleton_state = Singleton.get_state()

@@ -113,8 +113,9 @@ FOOTNOTES = (
     "calls: distinct calls still to make, deduplicated across the sweep and against the store;"
     " an expert's calls assume every upstream call still to make succeeds (a failed plan means"
     " fewer downstream calls).",
-    "loads: model loads when the jobs run one after another in sweep order (basic launcher);"
-    " parallel jobs may each load a component they share.",
+    "loads: model loads when the jobs run one after another in sweep order (one device);"
+    " parallel jobs may each load a component they share, and each replica on engine.devices"
+    " is one load.",
 )
 
 

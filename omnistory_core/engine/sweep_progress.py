@@ -103,6 +103,10 @@ class JobProgress:
         self._write()
         self._thread.start()
 
+    def planned(self) -> bool:
+        """Whether this job's plan is written already (by a launcher that plans up front)."""
+        return (self.dir / f"job-{self.job}.plan.json").exists()
+
     def plan(self, planned: Mapping[str, Iterable[str]]) -> None:
         """The keys of the calls this job will make, per component (see the module docstring)."""
         write_job_plan(self.dir.parent, self.job, planned)

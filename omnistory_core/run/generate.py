@@ -173,7 +173,7 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     tracker = _job_progress(cfg, system.system_id, stats)
     state = "failed"
     try:
-        if tracker is not None:
+        if tracker is not None and not tracker.planned():  # the launcher may have planned it
             tracker.plan(_planned_calls(cfg, examples, components, store))
         # in a sweep the sweep's view shows every job at once; a single run draws its own bars
         with progress_bars(bool(cfg.engine.progress) and tracker is None) as bars:

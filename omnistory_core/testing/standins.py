@@ -13,14 +13,15 @@ parameters.  What the stand-ins return is derived from a hash of their inputs:
 
 ``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time);
 ``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
-inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``), so a test can tell that no call was made
-twice and on which devices calls ran.  A stand-in needs the GPUs its real component says it needs
-(``uses_gpu``, ``gpus()``).  Built-in components (template, copy, espeak, noop, ...) are left
-alone.
+inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
+no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
+component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
+espeak, noop, ...) are left alone.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -80,6 +81,7 @@ def make_standin_site(directory: str | Path) -> Path:
     return site
 
 
+@functools.lru_cache(maxsize=1)
 def _real_components() -> dict[str, list[type]]:
     """The model components other installed plugins register (built-ins excluded)."""
     import importlib.metadata as md
@@ -156,6 +158,7 @@ def _log(component: Any, digest: bytes) -> None:
             "digest": digest.hex(),
             "pid": os.getpid(),
             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "end": time.time(),
         }
     )
     # one write of a short line to an O_APPEND file: lines of concurrent processes never mix
