@@ -541,6 +541,41 @@ def test_one_items_failure_copied_to_its_batch_fails() -> None:
     )
 
 
+class BatchDependent(GoodMetric):
+    """Scores an item by how many batch-mates it has: alone (after a batch-mate failed) it gets
+    another score, the kind of leak between items the check exists for."""
+
+    name = "batch_dependent"
+    default_batch_size = 8
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        scored = [self.run_one(item) for item in items]
+        for result in scored:
+            result.scores = {"share": 1.0 / len(items)}
+        return scored
+
+
+class BatchRounding(GoodMetric):
+    """Alone, an item's score differs from its batched score in the last bits only (a batched
+    matmul sums in another order): not a leak."""
+
+    name = "batch_rounding"
+    default_batch_size = 8
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        scored = [self.run_one(item) for item in items]
+        if len(items) > 1:
+            for result in scored:
+                result.scores = {"share": (result.scores["share"] or 0.0) * (1 - 1e-12)}
+        return scored
+
+
+def test_a_score_that_depends_on_the_batch_fails_and_float_rounding_does_not() -> None:
+    with pytest.raises(ConformanceError, match="failures: one example's failure changed its"):
+        check_component(BatchDependent)
+    check_component(BatchRounding)
+
+
 class OutOfRange(GoodMetric):
     name = "out_of_range"
 
