@@ -288,33 +288,47 @@ def _exit_reason(code: int) -> str:
 
 
 # -- the job's process ----------------------------------------------------------------------------
-def _run_child(payload: Path, result: Path) -> int:
-    """Run one job as Hydra's joblib launcher runs one in a worker, and pickle its JobReturn."""
-    import cloudpickle
+def run_sweep_job(
+    idx: int,
+    overrides: Sequence[str],
+    hydra_context: HydraContext,
+    config: DictConfig,
+    task_function: TaskFunction,
+    singleton_state: dict[Any, Any],
+    cwd: str,
+    job_id: str | None = None,
+) -> JobReturn:
+    """One job of a sweep in a process of its own, as Hydra's joblib launcher runs one in a
+    worker: the sweep's Hydra state restored, the job's config composed, Hydra's ``run_job``
+    (callbacks, job directory, logs).  The Ray launcher runs its tasks through it too."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import run_job
 
-    from omnistory_core.engine.store import atomic_write_bytes
-
-    idx, overrides, hydra_context, config, task_function, singleton_state, cwd = cloudpickle.loads(
-        payload.read_bytes()
-    )
     if os.path.isdir(cwd):
         os.chdir(cwd)
     setup_globals()
     Singleton.set_state(singleton_state)
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
     with open_dict(sweep_config):
-        sweep_config.hydra.job.id = idx
+        sweep_config.hydra.job.id = job_id if job_id is not None else idx
         sweep_config.hydra.job.num = idx
     HydraConfig.instance().set_config(sweep_config)
-    ret = run_job(
+    return run_job(
         hydra_context=hydra_context,
         task_function=task_function,
         config=sweep_config,
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",
     )
+
+
+def _run_child(payload: Path, result: Path) -> int:
+    """Run one job as Hydra's joblib launcher runs one in a worker, and pickle its JobReturn."""
+    import cloudpickle
+
+    from omnistory_core.engine.store import atomic_write_bytes
+
+    ret = run_sweep_job(*cloudpickle.loads(payload.read_bytes()))
     try:
         data = cloudpickle.dumps(ret)
     except Exception:  # noqa: BLE001 - an unpicklable return value or exception: keep its text

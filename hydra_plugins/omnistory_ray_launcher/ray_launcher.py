@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +69,7 @@ def _run_one(
     """One job inside a Ray worker, as Hydra's joblib launcher runs one in a loky worker."""
     import ray
 
-    if os.path.isdir(cwd):
-        os.chdir(cwd)
-    setup_globals()
-    Singleton.set_state(singleton_state)
-    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-    with open_dict(sweep_config):
-        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
-        sweep_config.hydra.job.num = idx
-    HydraConfig.instance().set_config(sweep_config)
+    from hydra_plugins.omnistory_launcher.launcher import run_sweep_job
 
     def task(cfg: DictConfig) -> Any:
         context = ray.get_runtime_context()
@@ -91,12 +82,15 @@ def _run_one(
         )
         return task_function(cfg)
 
-    return run_job(
-        hydra_context=hydra_context,
-        task_function=task,
-        config=sweep_config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
+    return run_sweep_job(
+        idx,
+        overrides,
+        hydra_context,
+        config,
+        task,
+        singleton_state,
+        cwd,
+        job_id=f"{config.hydra.job.name}_{idx}",
     )
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from omnistory_core.components import Component
 from omnistory_core.contract import Failure, StoryExample
+from omnistory_core.engine.devices import NO_GPU, gpus_needed
 from omnistory_core.engine.failures import preflight, retry_mode
 from omnistory_core.engine.job import (
     PLAN_PATHS,
@@ -81,26 +82,6 @@ __all__ = [
 JOB_FILE = "dry_run.json"
 #: per sweep (or single run): the merged plan
 PLAN_FILE = "sweep_plan.json"
-
-#: components that use no GPU (CPU stand-ins and hosted APIs): 0 GPU-hours.  A plugin's component
-#: says so itself with a class attribute ``uses_gpu = False``.
-NO_GPU: frozenset[str] = frozenset(
-    {
-        "planner/template",
-        "planner/copy",
-        "planner/oracle",
-        "planner/noop",
-        "planner/instruction",
-        "planner/gpt",
-        "planner/claude",
-        "image/copy",
-        "image/oracle",
-        "image/noop",
-        "tts/espeak",
-        "tts/noop",
-        "backbone/noop",
-    }
-)
 
 #: Seconds of one GPU per call, per GPU type and component (``kind/name``).  Only measured values
 #: belong here, each with its source; none has been measured on a GPU for this project yet, so the
@@ -239,13 +220,19 @@ def _pricing(component: Component) -> _Pricing | None:
     api = bool(getattr(component, "api_key_required", False))  # a local vLLM server needs none
     if not api or not callable(getattr(component, "build_request", None)) or not model:
         return None
-    table = parse_price_table(component.params.get("prices"))
+    return price_of(str(model), component.params.get("prices"), f"{component.kind}.prices")
+
+
+def price_of(model: str, prices: Any, where: str) -> _Pricing:
+    """A model's price: from the component's own ``prices`` table (``where`` names it), else
+    the reference table, else none (with what to set)."""
+    table = parse_price_table(prices, where=where)
     if model in table:
-        return _Pricing(table[model], f"{component.kind}.prices")
-    reference = reference_price(str(model))
+        return _Pricing(table[model], where)
+    reference = reference_price(model)
     if reference is not None:
         return _Pricing(*reference)
-    return _Pricing(None, f"no price for model {model}: set {component.kind}.prices")
+    return _Pricing(None, f"no price for model {model}: set {where}")
 
 
 def _estimate(
@@ -343,6 +330,7 @@ def plan_job(
             seconds_per_call=seconds,
             seconds_source=seconds_source,
             price_source=pricing.source if pricing else None,
+            gpus=gpus_needed(component) if seconds else 0,
         )
         results: dict[int, tuple[str, CallRecord | None]] = {}
         seen: dict[str, CallRecord | None] = {}
@@ -521,7 +509,9 @@ def component_row(
             row["cost_note"] = entry["cost_note"]
     seconds = entry.get("seconds_per_call")
     if seconds is not None:
-        row["est_gpu_hours"] = round(calls * float(seconds) / 3600, 6)
+        # a call of a model on several GPUs (tensor parallel) holds them all that long
+        gpus = max(1, int(entry.get("gpus") or 1))
+        row["est_gpu_hours"] = round(calls * float(seconds) * gpus / 3600, 6)
     elif calls == 0:
         row["est_gpu_hours"] = 0.0
     row["throughput_source"] = entry.get("seconds_source")

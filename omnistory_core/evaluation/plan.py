@@ -40,9 +40,11 @@ from omnistory_core.engine.dryrun import (
     JOB_FILE,
     PlanSettings,
     ReadOnlyStore,
+    _Pricing,
     component_row,
     count_tokens,
     image_tokens,
+    price_of,
 )
 from omnistory_core.engine.stage import item_key, needs_recompute
 from omnistory_core.engine.store import Store
@@ -185,30 +187,16 @@ def systems_to_evaluate(sweep_dir: Path, jobs: list[tuple[Path, dict[str, Any]]]
 
 
 # -- cost of a hosted judge -------------------------------------------------------------------
-@dataclass
-class _Pricing:
-    price: Any  # planning.usage.Price | None
-    source: str
-
-
 def _pricing(evaluator: Any) -> _Pricing | None:
     """The price of a hosted API judge's model (``judge.<id>.prices``, else the dry run's
     reference table); None for an evaluator that calls no paid API (its cost is 0)."""
-    from omnistory_core.planning.usage import parse_price_table, reference_price
-
     if not getattr(evaluator, "hosted", False):
         return None
     name = f"{evaluator.kind}.{evaluator.name}"
     model = evaluator.params.get("model")
     if not model:
         return _Pricing(None, f"no model set: {name}.model names the hosted model")
-    table = parse_price_table(evaluator.params.get("prices"), where=f"{name}.prices")
-    if model in table:
-        return _Pricing(table[model], f"{name}.prices")
-    reference = reference_price(str(model))
-    if reference is not None:
-        return _Pricing(*reference)
-    return _Pricing(None, f"no price for model {model}: set {name}.prices")
+    return price_of(str(model), evaluator.params.get("prices"), f"{name}.prices")
 
 
 def _prompt_tokens(evaluator: Any, inputs: Mapping[str, Any]) -> int | None:

@@ -360,16 +360,19 @@ class VLMPlanner(Planner):
                 outcome.error.category, self._scrub(f"{outcome.error.message} ({tries})")
             )
         reply: ModelReply = outcome.value
-        usage = usage_record(
+        return self._response(reply, attempts=outcome.attempts, waited_s=outcome.waited_s)
+
+    def _response(self, reply: ModelReply, **usage: Any) -> PlannerResponse:
+        """The planner's answer: the reply's text and its usage (tokens, cost, ``usage``)."""
+        record = usage_record(
             self.model,
             reply.input_tokens,
             reply.output_tokens,
             self._prices,
-            attempts=outcome.attempts,
-            waited_s=outcome.waited_s,
             extra=reply.extra_usage,
+            **usage,
         )
-        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=usage)
+        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=record)
 
     # -- provider batches ----------------------------------------------------------------------
     def batch_api(self) -> BatchAPI:
@@ -440,15 +443,7 @@ class VLMPlanner(Planner):
             reply = self.batch_reply(outcome.response)
         except (AttributeError, TypeError, ValueError):
             return None
-        usage = usage_record(
-            self.model,
-            reply.input_tokens,
-            reply.output_tokens,
-            self._prices,
-            extra=reply.extra_usage,
-            batch_id=outcome.batch_id,
-        )
-        return PlannerResponse(text=reply.text if isinstance(reply.text, str) else "", usage=usage)
+        return self._response(reply, batch_id=outcome.batch_id)
 
     # -- subclass hooks ------------------------------------------------------------------------
     def batch_body(self, request: PlannerRequest) -> dict[str, Any]:

@@ -46,15 +46,27 @@ def _assert_sweep_complete(root: Path) -> dict:
     return stats
 
 
+def _assert_progress_view(proc, root: Path) -> None:
+    """The sweep's progress view, drawn by the submitting process from the jobs' files, ends
+    with every distinct call done and none to do (stderr is no terminal: the final table)."""
+    records = len(list((root / "out/store/calls").rglob("*.json")))
+    assert "sweep demo: jobs 2 done, 0 running" in proc.stderr, proc.stderr[-3000:]
+    total = [line.split() for line in proc.stderr.splitlines() if line.startswith("total ")][-1]
+    assert total[1:3] == [str(records), "0"], total
+
+
 def test_submitit_local_executor_runs_each_job_as_a_submitit_job(tmp_path: Path) -> None:
     pytest.importorskip(
         "hydra_plugins.hydra_submitit_launcher",
         reason="hydra-submitit-launcher is not installed: pip install 'omnistory-core[cluster]'",
     )
-    proc = run_cli(*SWEEP, "hydra/launcher=submitit_local", cwd=tmp_path, timeout=180)
+    proc = run_cli(
+        *SWEEP, "hydra/launcher=submitit_local", "engine.progress=true", cwd=tmp_path, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Submitit 'local' sweep output dir" in proc.stdout + proc.stderr
     _assert_sweep_complete(tmp_path)
+    _assert_progress_view(proc, tmp_path)
     # each job ran in a submitit job of its own, which logged the run
     logs = list((tmp_path / "out/sweeps/demo/.submitit").glob("*/*_log.err"))
     logs += list((tmp_path / "out/sweeps/demo/.submitit").glob("*/*_log.out"))
@@ -71,11 +83,13 @@ def test_ray_launcher_runs_each_job_as_a_ray_task_with_its_gpu(tmp_path: Path) -
         "hydra/launcher=ray",
         *cluster,
         "hydra.launcher.num_gpus=1",
+        "engine.progress=true",
         cwd=tmp_path,
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _assert_sweep_complete(tmp_path)
+    _assert_progress_view(proc, tmp_path)
     gpus = []
     for n, job in enumerate(JOBS):
         log = (tmp_path / f"out/sweeps/demo/{job}/omnistory.log").read_text()
