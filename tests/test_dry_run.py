@@ -179,3 +179,11 @@ def test_gpu_use_comes_from_the_component_or_the_throughput_settings() -> None:
     assert settings.seconds_per_call("image/dev") == (20.0, "engine.plan.throughput.image.dev")
     seconds, why = settings.seconds_per_call("tts/parler")
     assert seconds is None and "A100" in why and "engine.plan.throughput.tts.parler" in why
+
+
+def test_gpu_hours_count_every_gpu_a_tensor_parallel_call_holds() -> None:
+    from omnistory_core.engine.dryrun import component_row
+
+    entry = {"price_source": None, "seconds_per_call": 36.0, "seconds_source": "test", "gpus": 4}
+    assert component_row(100, 0, 1, entry, [])["est_gpu_hours"] == 4.0  # 100 x 36 s x 4 GPUs
+    assert component_row(100, 0, 1, {**entry, "gpus": 1}, [])["est_gpu_hours"] == 1.0
