@@ -310,7 +310,7 @@ def render_sweep_progress(
         ("ETA", eta("", total)),
     ]
     for n, (name, footer) in enumerate(columns):
-        table.add_column(name, footer=footer, justify="left" if n == 0 else "right")
+        table.add_column(name, footer=footer, justify="left" if n == 0 else "right", no_wrap=n == 0)
     for key, row in progress.components.items():
         rate = rates.rate(key) if rates is not None else None
         table.add_row(
@@ -362,6 +362,8 @@ class SweepProgressView:
         self.refresh_s = refresh_s
         self.line_every_s = line_every_s
         self.console = Console(stderr=True)
+        if not self.console.is_terminal:  # a log file: never cut a component's name short
+            self.console = Console(stderr=True, width=140)
         self.rates = _Rates()
         self.started = time.time()
         self._stop = threading.Event()
