@@ -7,8 +7,23 @@ from pathlib import Path
 
 from omnistory_core.testing import run_cli
 
-__all__ = ["load_json", "run_cli"]
+__all__ = ["copy_run", "load_json", "run_cli"]
 
 
 def load_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def copy_run(cwd: Path) -> Path:
+    """``planner=copy image=copy`` on 2 demo examples (a real run through the CLI); its job
+    directory, the run the evaluation tests score."""
+    gen = run_cli(
+        "planner=copy",
+        "image=copy",
+        "dataset.limit=2",
+        "output_root=out",
+        "engine.progress=false",
+        cwd=cwd,
+    )
+    assert gen.returncode == 0, gen.stderr
+    return cwd / "out/runs/demo/copy-copy-espeak"

@@ -8,7 +8,7 @@ import json
 import threading
 from pathlib import Path
 
-from omnistory_testing import run_cli
+from omnistory_testing import copy_run, run_cli
 
 from omnistory_core.evaluation.judges import CRITERIA
 from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
@@ -111,16 +111,7 @@ def test_judges_over_a_sweep_land_in_the_scores_table(tmp_path: Path) -> None:
 
 
 def test_missing_outputs_become_missing_output_rows(tmp_path: Path) -> None:
-    gen = run_cli(
-        "planner=copy",
-        "image=copy",
-        "dataset.limit=2",
-        "output_root=out",
-        "engine.progress=false",
-        cwd=tmp_path,
-    )
-    assert gen.returncode == 0, gen.stderr
-    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    job = copy_run(tmp_path)
     records = [json.loads(x) for x in (job / "records.jsonl").read_text().splitlines()]
     records[1]["text"] = {"status": "failure", "category": "model_error", "message": "boom"}
     (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -163,16 +154,7 @@ def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> N
         ):
             work = tmp_path / mode
             work.mkdir()
-            gen = run_cli(
-                "planner=copy",
-                "image=copy",
-                "dataset.limit=2",
-                "output_root=out",
-                "engine.progress=false",
-                cwd=work,
-            )
-            assert gen.returncode == 0, gen.stderr
-            job = work / "out/runs/demo/copy-copy-espeak"
+            job = copy_run(work)
             proc = run_cli(
                 "evaluate",
                 str(job),
@@ -200,16 +182,7 @@ def test_a_judge_in_a_worker_process_scores_like_in_process(tmp_path: Path) -> N
 
 
 def test_metric_without_weights_is_stopped_before_scoring_and_never_scored(tmp_path: Path) -> None:
-    gen = run_cli(
-        "planner=copy",
-        "image=copy",
-        "dataset.limit=2",
-        "output_root=out",
-        "engine.progress=false",
-        cwd=tmp_path,
-    )
-    assert gen.returncode == 0, gen.stderr
-    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    job = copy_run(tmp_path)
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"), "COLUMNS": "300"}
     args = ["evaluate", str(job), "--metrics", "clip", "--no-report", "--no-progress"]
     proc = run_cli(*args, cwd=tmp_path, env=env)

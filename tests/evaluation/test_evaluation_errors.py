@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from omnistory_testing import run_cli
+from omnistory_testing import copy_run, run_cli
 
 from omnistory_core.evaluation.judges import CRITERIA
 from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
@@ -227,16 +227,7 @@ def test_numbers_do_not_depend_on_an_earlier_failed_run(tmp_path: Path) -> None:
 
 
 def test_metric_that_fails_to_load_gives_error_rows_and_is_retried(tmp_path: Path) -> None:
-    gen = run_cli(
-        "planner=copy",
-        "image=copy",
-        "dataset.limit=2",
-        "output_root=out",
-        "engine.progress=false",
-        cwd=tmp_path,
-    )
-    assert gen.returncode == 0, gen.stderr
-    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    job = copy_run(tmp_path)
     broken = tmp_path / "broken-clip"  # a local checkpoint directory without its files
     broken.mkdir()
     args = [
@@ -260,16 +251,7 @@ def test_metric_that_fails_to_load_gives_error_rows_and_is_retried(tmp_path: Pat
 
 
 def test_offline_hub_makes_metrics_error_rows_with_allow_partial(tmp_path: Path) -> None:
-    gen = run_cli(
-        "planner=copy",
-        "image=copy",
-        "dataset.limit=2",
-        "output_root=out",
-        "engine.progress=false",
-        cwd=tmp_path,
-    )
-    assert gen.returncode == 0, gen.stderr
-    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    job = copy_run(tmp_path)
     # no offline variable: the hub endpoint is simply unreachable (and reached without a proxy,
     # which would answer for it)
     env = {

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from omnistory_testing import run_cli
+from omnistory_testing import copy_run, run_cli
 
 from omnistory_core.batch_api import BatchLedger, custom_id
 from omnistory_core.evaluation.judges import CRITERIA
@@ -110,16 +110,7 @@ def test_batch_needs_the_openai_backend():
 def test_evaluate_command_judges_through_a_batch(tmp_path):
     """The first evaluate stops waiting at once (batch_wait_s=0): error rows, the ids in the
     store's ledger; the second polls them, creates no batch and scores every row."""
-    gen = run_cli(
-        "planner=copy",
-        "image=copy",
-        "dataset.limit=2",
-        "output_root=out",
-        "engine.progress=false",
-        cwd=tmp_path,
-    )
-    assert gen.returncode == 0, gen.stderr
-    job = tmp_path / "out/runs/demo/copy-copy-espeak"
+    job = copy_run(tmp_path)
     ledger_dir = tmp_path / "out/store/batches" / f"judge-{JUDGE}"
     with FakeServer(lambda body: Reply(text=ANSWER), batch_polls=2) as srv:
         srv.script_batch(BatchFate("pending"))
