@@ -215,7 +215,8 @@ class DevicePool:
             return None
         return handle
 
-    def _check(self, n: int) -> None:
+    def check(self, n: int) -> None:
+        """Refuse a lease of more devices than the pool has (it would wait for ever)."""
         if n > len(self.devices):
             raise DeviceError(
                 f"needs {n} GPUs at once but engine.devices has {len(self.devices)}"
@@ -224,7 +225,7 @@ class DevicePool:
 
     def try_acquire(self, n: int = 1) -> DeviceLease | None:
         """``n`` free devices now, or None (never waits)."""
-        self._check(n)
+        self.check(n)
         lease = DeviceLease([])
         for device in self.devices:
             handle = self._try_lock(self._path(device))
@@ -240,7 +241,7 @@ class DevicePool:
         self, n: int = 1, give_up: Callable[[], bool] = lambda: False
     ) -> DeviceLease | None:
         """``n`` devices, waiting for them; None once ``give_up()`` says the work is gone."""
-        self._check(n)
+        self.check(n)
         if n == 1:
             while True:
                 lease = self.try_acquire(1)

@@ -277,6 +277,7 @@ def plan_job(
     settings: PlanSettings | None = None,
     symbolic_experts: bool = False,
     media: MediaHasher | None = None,
+    estimate: bool = True,
 ) -> dict[str, Any]:
     """The keys one job would look up, per component in stage order: ``pending`` (no usable
     record: a call to make) and ``cached``; per pending planner call, its token and cost
@@ -289,7 +290,8 @@ def plan_job(
     ``symbolic_experts``: name every pending expert call by its upstream call and plan field
     (:func:`~omnistory_core.engine.job.symbolic_key`), even where the plan is stored, so that jobs
     planning at different times name a shared call alike (the sweep's progress view).  ``media``:
-    a :class:`MediaHasher` to share between jobs (each dataset file is hashed once)."""
+    a :class:`MediaHasher` to share between jobs (each dataset file is hashed once).
+    ``estimate=False``: only the keys (no prompt is built, no token counted, no price looked up)."""
     mode = retry_mode(retry_failures)
     settings = settings or PlanSettings()
     media = media or MediaHasher()
@@ -319,7 +321,7 @@ def plan_job(
         derived: Any = None,
     ) -> dict[int, tuple[str, CallRecord | None]]:
         """``items``: (index, inputs) or (index, inputs, the name a pending call is listed by)."""
-        pricing = _pricing(component)
+        pricing = _pricing(component) if estimate else None
         entry = out.setdefault(
             component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
         )

@@ -119,7 +119,7 @@ class ReplicaRunner:
     # -- one stage ----------------------------------------------------------------------------
     def run(self, stage: StageRun) -> None:
         need = gpus_needed(stage.component)
-        self.pool._check(need)  # a model wider than the pool: one clear error, nothing claimed
+        self.pool.check(need)  # a model wider than the pool: one clear error, nothing claimed
         replicas: list[_Replica] = []
         errors: list[BaseException] = []
         try:
@@ -142,7 +142,6 @@ class ReplicaRunner:
         """Start replicas while devices are free and unclaimed calls would keep them busy."""
         size = stage.batch_size
         while not errors:
-            stage.skip_done()
             left = stage.unclaimed()
             if left == 0:
                 return
@@ -154,6 +153,12 @@ class ReplicaRunner:
                     else self.pool.acquire(need, give_up=lambda: stage.unclaimed() == 0)
                 )
                 if lease is not None:
+                    # calls other processes made while this one waited need no replica: read
+                    # the store once per replica about to start, not on every poll
+                    stage.skip_done()
+                    if stage.unclaimed() <= busy * size:
+                        lease.release()
+                        continue
                     replica = _Replica(lease, replica_of(stage.component, self.store_root, lease))
                     replica.thread = threading.Thread(
                         target=self._work,

@@ -231,11 +231,22 @@ def read_sweep_progress(sweep_dir: str | Path, expected_jobs: int | None = None)
     return out
 
 
+#: plan and keys files as last read, by path: (mtime_ns, size, components).  The view redraws
+#: every second and a 900-example sweep's plans are megabytes of keys that change once per stage
+_READ: dict[Path, tuple[int, int, dict[str, Any]]] = {}
+
+
 def _components(path: Path) -> dict[str, Any]:
     try:
-        return dict(json.loads(path.read_text("utf-8")).get("components") or {})
+        st = path.stat()
+        cached = _READ.get(path)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        data = dict(json.loads(path.read_text("utf-8")).get("components") or {})
     except (OSError, ValueError, AttributeError):
         return {}
+    _READ[path] = (st.st_mtime_ns, st.st_size, data)
+    return data
 
 
 class _Rates:

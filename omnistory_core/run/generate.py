@@ -89,6 +89,7 @@ def _planned_calls(
         retry_failures=cfg.engine.retry_failures,
         symbolic_experts=True,
         media=media,
+        estimate=False,  # the view counts calls; pricing every prompt would be wasted work
     )
     return {key: list(entry["pending"]) for key, entry in plan["components"].items()}
 
