@@ -395,11 +395,11 @@ class StageRun:
         """Keys no one of this stage has tried to claim yet."""
         return len(self.pending) - self.cursor
 
-    def claim(self, size: int | None = None) -> list[tuple[str, Any]]:
-        """Lock up to ``size`` (default: the batch size) keys still to compute: the next chunk.
+    def claim(self) -> list[tuple[str, Any]]:
+        """Lock up to ``batch_size`` keys still to compute: the next chunk.
         A key whose record appeared meanwhile is finished as a cache hit; a key another process
         holds is left to :meth:`wait_theirs`.  Empty: nothing left to claim."""
-        size = size or self.batch_size
+        size = self.batch_size
         chunk: list[tuple[str, Any]] = []
         with self._claim_lock:
             while self.cursor < len(self.pending) and len(chunk) < size:
