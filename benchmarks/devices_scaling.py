@@ -1,7 +1,7 @@
 """A sweep on k devices against one device: wall time, distinct calls, duplicates, outputs.
 
 Runs the 8-job grid ``-m planner=claude,gpt image=kontext,dev tts=parler,voxcpm`` on the demo with
-every model component replaced by its stand-in (``omnistory_core.testing.standins``: same names,
+every model component replaced by its stand-in (``omnistory_testkit.standins``: same names,
 reads, parameters and GPU needs; deterministic outputs) that sleeps ``--delay`` seconds per call,
 with ``engine.devices=[0]``, ``[0,1]``, ``[0,1,2,3]``: k processes standing in for k GPUs (an id
 in ``engine.devices`` is only a name handed to a worker; nothing needs a real GPU).  For each k,
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default="1,2,4", help="values of k, comma-separated")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
-    from omnistory_core.testing.standins import make_standin_site
+    from omnistory_testkit.standins import make_standin_site
 
     with tempfile.TemporaryDirectory(prefix="omnistory-devices-") as tmp:
         base = Path(tmp)

@@ -24,13 +24,14 @@ JUDGE = "text-qwen3-30b-a3b"
 
 
 def main() -> int:
+    from omnistory_eval.judges import CRITERIA
+    from omnistory_eval.metrics import testing
+    from omnistory_eval.runner import discover_systems, evaluate_systems
+    from omnistory_testkit import LocalChatServer, Reply
+
     from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.job import build_component
     from omnistory_core.engine.store import Store
-    from omnistory_core.evaluation.judges import CRITERIA
-    from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
-    from omnistory_core.evaluation.metrics import testing
-    from omnistory_core.evaluation.runner import discover_systems, evaluate_systems
     from omnistory_core.plugins import load_plugins
 
     answer = json.dumps({c: {"score": 7, "rationale": "ok"} for c in CRITERIA["text"]})

@@ -63,17 +63,16 @@ def _write(path: Path, samples: Any, rate: int, target: int) -> None:
 
 def whisper_input_check(workdir: Path) -> list[dict[str, Any]]:
     import numpy as np
-    from transformers import WhisperFeatureExtractor
-    from transformers.pipelines.audio_utils import ffmpeg_read
-
-    from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps
-    from omnistory_core.evaluation.metrics.testing import build_tiny_whisper
-    from omnistory_core.evaluation.speech_analysis import (
+    from omnistory_eval.metrics.asr import WhisperWordTimestamps
+    from omnistory_eval.speech_analysis import (
         SAMPLE_RATE,
         load_speech,
         speaking_rate,
         speed_label,
     )
+    from omnistory_testkit.metric_checkpoints import build_tiny_whisper
+    from transformers import WhisperFeatureExtractor
+    from transformers.pipelines.audio_utils import ffmpeg_read
 
     features = WhisperFeatureExtractor(feature_size=128)  # whisper-large-v3's 128 mel bins
     asr = WhisperWordTimestamps(str(build_tiny_whisper(workdir / "whisper")), "cpu", num_beams=1)
@@ -95,7 +94,7 @@ def whisper_input_check(workdir: Path) -> list[dict[str, Any]]:
             mel_diff = float(np.max(np.abs(mel[0] - mel[1])))
             energy = {}
             for name, wave in (("path", by_path), ("array", full)):
-                from omnistory_core.evaluation.speech_analysis import trim_silence
+                from omnistory_eval.speech_analysis import trim_silence
 
                 rate_est = speaking_rate(SENTENCE, None, trim_silence(wave), SAMPLE_RATE)
                 energy[name] = rate_est.units_per_second
@@ -124,8 +123,7 @@ def whisper_input_check(workdir: Path) -> list[dict[str, Any]]:
 
 def speechbrain_check(draws: int = 20_000, seed: int = 0) -> dict[str, Any]:
     import numpy as np
-
-    from omnistory_core.evaluation.speech_analysis import (
+    from omnistory_eval.speech_analysis import (
         EMOTION_SOURCE_LABELS,
         canonical_distribution,
         ensemble_emotion,

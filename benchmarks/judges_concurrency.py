@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 
-from omnistory_core.evaluation.judges import CRITERIA
-from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
-from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
+from omnistory_eval.judges import CRITERIA
+from omnistory_eval.judges.judge import Qwen3TextJudge
+from omnistory_testkit import LocalChatServer, Reply
 
 ANSWER = json.dumps({k: {"score": 7, "rationale": "fine"} for k in CRITERIA["text"]})
 ITEM = {

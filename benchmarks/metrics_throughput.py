@@ -1,6 +1,6 @@
 """Metric throughput on CPU with tiny stand-in checkpoints: items scored per second per metric.
 
-Builds the tiny random checkpoints of ``omnistory_core.evaluation.metrics.testing`` (no download),
+Builds the tiny random checkpoints of ``omnistory_testkit.metric_checkpoints`` (no download),
 loads each metric once, and times ``run_batch`` over synthetic items (distinct narrations, distinct
 random images, synthetic voiced clips of 1-4 s).  Model time is tiny here, so the numbers measure
 the framework and the model-independent work (tokenization, image preprocessing, audio decoding,
@@ -54,8 +54,9 @@ def image_items(n: int, root: Path) -> list[dict[str, Any]]:
 
 
 def speech_items(n: int, root: Path) -> tuple[list[dict[str, Any]], float]:
+    from omnistory_testkit.metric_checkpoints import synthetic_voice, write_wav
+
     from omnistory_core.components import Media
-    from omnistory_core.evaluation.metrics.testing import synthetic_voice, write_wav
 
     items, seconds = [], 0.0
     for i in range(n):
@@ -99,10 +100,9 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-
-    from omnistory_core.evaluation import speech_analysis as sm
-    from omnistory_core.evaluation.metrics import BERTScoreMetric, CLIPMetric, SpeechMetaMetric
-    from omnistory_core.evaluation.metrics import testing as tiny
+    from omnistory_eval import speech_analysis as sm
+    from omnistory_eval.metrics import BERTScoreMetric, CLIPMetric, SpeechMetaMetric
+    from omnistory_eval.metrics import testing as tiny
 
     wanted = {m.strip() for m in args.metrics.split(",") if m.strip()}
     print(

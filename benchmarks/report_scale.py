@@ -49,16 +49,15 @@ def main() -> None:
     # Import scipy and matplotlib before timing: one-off costs, not per report.
     import matplotlib.figure  # noqa: F401
     import scipy.stats  # noqa: F401
-
-    from omnistory_core.analysis import (
+    from omnistory_report.analysis import (
         StatisticsOptions,
         build_cube,
         compute_statistics,
         leaderboard,
         load_scores_frame,
     )
-    from omnistory_core.analysis.synthetic import synthetic_scores, write_scores_frame
-    from omnistory_core.report.command import build_report
+    from omnistory_report.analysis.synthetic import synthetic_scores, write_scores_frame
+    from omnistory_report.command import build_report
 
     paradigms = ("orchestration", "semi-orchestration", "any-to-any", "baseline")
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +78,7 @@ def main() -> None:
         with Timer() as t_stats:
             stats = compute_statistics(frame, cube, lb, paradigms=para, options=options)
 
-        from omnistory_core.analysis.bootstrap import paired_bootstrap
+        from omnistory_report.analysis.bootstrap import paired_bootstrap
 
         with Timer() as t_boot:
             paired_bootstrap(cube, args.draws)

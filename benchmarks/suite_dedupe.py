@@ -1,7 +1,7 @@
 """Distinct generation calls of a paper suite against running it system by system.
 
 Runs ``python -m omnistory_core -m suite=SUITE`` on the demo with every model component replaced
-by its stand-in (``omnistory_core.testing.standins``: same names, reads, parameters and presets,
+by its stand-in (``omnistory_testkit.standins``: same names, reads, parameters and presets,
 instant deterministic outputs), then reads the store's own statistics (``sweep_stats.json``) and
 prints, per role (planner or backbone, image expert, TTS expert):
 
@@ -41,7 +41,7 @@ ROLE = {
 
 
 def run_suite(root: Path, suite: str, examples: int) -> dict:
-    from omnistory_core.testing.standins import make_standin_site
+    from omnistory_testkit.standins import make_standin_site
 
     site = make_standin_site(root / "site")
     proc = subprocess.run(
@@ -84,8 +84,8 @@ JUDGES = {
 
 def evaluate_sweep(root: Path) -> dict:
     """Run ``evaluate`` on the sweep against a local judge server; its evaluation_stats.json."""
-    from omnistory_core.evaluation.judges import CRITERIA
-    from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
+    from omnistory_eval.judges import CRITERIA
+    from omnistory_testkit import LocalChatServer, Reply
 
     def answer(body: dict) -> Reply:
         track = body["model"]  # each judge below is configured with its track as the model name

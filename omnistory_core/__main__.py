@@ -1,30 +1,31 @@
-"""``python -m omnistory_core`` / ``omnistory``: the Hydra app plus a few plain subcommands.
+"""``python -m omnistory_core`` / ``omnistory``: the Hydra app plus subcommands.
 
 python -m omnistory_core [hydra overrides]      run a system (or a sweep with -m)
+python -m omnistory_core tasks                  the installed benchmarks (tasks)
 python -m omnistory_core plugins                list plugins, what they register, load errors
 python -m omnistory_core plugin new NAME --kind planner   a new plugin distribution to start from
-python -m omnistory_core report ...             leaderboard, statistics, figures, HTML
-python -m omnistory_core evaluate RUN_DIR       metrics and judges over a sweep
-python -m omnistory_core judges ...             judge prompts and panels
 python -m omnistory_core env create tts=parler  a virtual environment for one component
 python -m omnistory_core progress SWEEP_DIR     a sweep's progress (any launcher; --watch)
+
+Subcommands are registered by plugins (``register_commands``): the core's own above, and
+``evaluate``, ``judges``, ``prefetch`` from omnistory-eval, ``report``, ``human`` from
+omnistory-report.
 """
 
 from __future__ import annotations
 
 import sys
 
-SUBCOMMANDS = (
-    "plugins",
-    "plugin",
-    "report",
-    "evaluate",
-    "judges",
-    "env",
-    "prefetch",
-    "human",
-    "progress",
-)
+from omnistory_core.seams import EVAL_DISTRIBUTION, REPORT_DISTRIBUTION
+
+#: subcommands other distributions provide: a clear line when they are not installed
+ELSEWHERE = {
+    "evaluate": EVAL_DISTRIBUTION,
+    "judges": EVAL_DISTRIBUTION,
+    "prefetch": EVAL_DISTRIBUTION,
+    "report": REPORT_DISTRIBUTION,
+    "human": REPORT_DISTRIBUTION,
+}
 
 
 def _hydra_main() -> int:
@@ -45,60 +46,40 @@ def _hydra_main() -> int:
     return 0
 
 
-def _run_user_errors(fn) -> int:
-    from omnistory_core.data import DatasetError
-    from omnistory_core.engine.job import ConfigError
-    from omnistory_core.plugins import PluginError
+def run_user_errors(fn) -> int:
+    """Run ``fn``; a user error (bad config, dataset, plugin) is one line and exit 2."""
+    from omnistory_core.errors import UserError
 
     try:
         return fn()
-    except (DatasetError, ConfigError, PluginError) as exc:
+    except UserError as exc:
         print(f"omnistory: error: {exc}", file=sys.stderr)
         return 2
 
 
+def _is_command(word: str) -> bool:
+    return bool(word) and "=" not in word and not word.startswith(("-", "+", "~"))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in SUBCOMMANDS:
-        command, rest = argv[0], argv[1:]
-        if command == "plugins":
-            from omnistory_core.cli_plugins import main as plugins_main
+    if argv and _is_command(argv[0]):
+        from omnistory_core.plugins import load_plugins
 
-            return plugins_main(rest)
-        if command == "plugin":
-            from omnistory_core.scaffold import main as scaffold_main
+        command = load_plugins().commands.get(argv[0])
+        if command is not None:
+            return run_user_errors(lambda: command.main(argv[1:]))
+        if argv[0] in ELSEWHERE:
+            from omnistory_core.seams import missing_distribution
 
-            return scaffold_main(rest)
-        if command == "report":
-            from omnistory_core.report.command import main as report_main
-
-            return report_main(rest)
-        if command == "evaluate":
-            from omnistory_core.evaluation.command import main as evaluate_main
-
-            return _run_user_errors(lambda: evaluate_main(rest))
-        if command == "prefetch":
-            from omnistory_core.prefetch import main as prefetch_main
-
-            return _run_user_errors(lambda: prefetch_main(rest))
-        if command == "env":
-            from omnistory_core.environments import main as env_main
-
-            return _run_user_errors(lambda: env_main(rest))
-        if command == "human":
-            from omnistory_core.human.command import main as human_main
-
-            return human_main(rest)
-        if command == "progress":
-            from omnistory_core.engine.sweep_progress import main as progress_main
-
-            return progress_main(rest)
-        if command == "judges":
-            from omnistory_core.evaluation.judges.command import main as judges_main
-
-            return judges_main(rest)
+            print(
+                "omnistory: error: "
+                + missing_distribution(f"`{argv[0]}`", ELSEWHERE[argv[0]], "the subcommand"),
+                file=sys.stderr,
+            )
+            return 2
     sys.argv = [sys.argv[0], *argv]
-    return _run_user_errors(_hydra_main)
+    return run_user_errors(_hydra_main)
 
 
 if __name__ == "__main__":

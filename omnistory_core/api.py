@@ -4,8 +4,8 @@ A plugin imports from here (``from omnistory_core.api import Planner, Param, hoo
 names listed in ``__all__`` are the supported surface, kept importable (and type-checked: the
 package ships ``py.typed``) across releases.  Any other module of omnistory_core is internal and
 may change without notice; the older locations of these names (``omnistory_core.components``,
-``omnistory_core.engine.job.ConfigError``, ``omnistory_core.planning.retry``, ...) keep working.
-Tests of a plugin also use the test kit, :mod:`omnistory_core.testing` (``check_component``,
+``omnistory_core.engine.job.ConfigError``, ``omnistory_core.kit.retry``, ...) keep working.
+Tests of a plugin also use the test kit, :mod:`omnistory_testkit` (``check_component``,
 ``FakeServer``, ``run_cli``), which is public too.
 
 Importing this module is light: no torch, no model stacks, no SDK (``openai`` and ``anthropic``
@@ -27,16 +27,15 @@ What is here:
   :func:`build_request`); :class:`VLMPlanner` (any SDK), :class:`OpenAIChatPlanner`
   (OpenAI-compatible Chat Completions, vLLM included), replies and usage for API planners.
 * **Provider batches**: :func:`batch_parameters` (the ``batch*`` parameters of a component on a
-  provider batch API) and :data:`BATCH_DISCOUNT` (see :mod:`omnistory_core.batch_api`).
-* **Retries**: the one retry policy of planners, judges and plugins (:mod:`omnistory_core.retry`).
+  provider batch API) and :data:`BATCH_DISCOUNT` (see :mod:`omnistory_core.kit.batches`).
+* **Retries**: the one retry policy of planners, judges and plugins
+(:mod:`omnistory_core.kit.retry`).
 * **Experts**: the helpers the diffusers image experts share, speaker voices, source checkouts.
 """
 
 from __future__ import annotations
 
-from omnistory_core.batch_api import BATCH_DISCOUNT, batch_parameters
 from omnistory_core.builtin.espeak_tts import EspeakTTS
-from omnistory_core.checkout import Checkout, CheckoutError, git_revision
 from omnistory_core.components import (
     ALL_INPUTS,
     BACKBONE_MODALITIES,
@@ -70,8 +69,11 @@ from omnistory_core.contract import (
     SPEEDS,
     Failure,
 )
-from omnistory_core.engine.system import ConfigError
-from omnistory_core.experts.diffusion import (
+from omnistory_core.errors import ConfigError
+from omnistory_core.hookspecs import hookimpl
+from omnistory_core.kit.batches import BATCH_DISCOUNT, batch_parameters
+from omnistory_core.kit.checkout import Checkout, CheckoutError, git_revision
+from omnistory_core.kit.diffusion import (
     DTYPE_NAMES,
     SEED_MODES,
     SettingsError,
@@ -92,40 +94,30 @@ from omnistory_core.experts.diffusion import (
     resolve_dtype,
     setting,
 )
-from omnistory_core.experts.voices import (
-    VoiceLabels,
-    check_label_table,
-    resolve_gender,
-    voice_for,
-    voice_labels,
-)
-from omnistory_core.hookspecs import hookimpl
-from omnistory_core.params import Param, ParamError, with_defaults
-from omnistory_core.plan_schema import parse_plan, plan_json_schema, plan_response_format
-from omnistory_core.planning.base import (
+from omnistory_core.kit.planning.base import (
     BASE_DEFAULTS,
     BASE_PARAMETERS,
     BASE_RUNTIME,
     PlannerConfigError,
     VLMPlanner,
 )
-from omnistory_core.planning.messages import (
+from omnistory_core.kit.planning.messages import (
     PlannerRequest,
     anthropic_messages,
     build_request,
     encode_image,
     openai_chat_messages,
 )
-from omnistory_core.planning.openai_chat import NO_KEY, OPENAI_REQUIREMENT, OpenAIChatPlanner
-from omnistory_core.planning.prompts import PROMPT_VARIANTS, PromptVariant, get_variant
-from omnistory_core.planning.replies import (
+from omnistory_core.kit.planning.openai_chat import NO_KEY, OPENAI_REQUIREMENT, OpenAIChatPlanner
+from omnistory_core.kit.planning.prompts import PROMPT_VARIANTS, PromptVariant, get_variant
+from omnistory_core.kit.planning.replies import (
     TRUNCATION_REASONS,
     ModelReply,
     reply_from_anthropic_message,
     reply_from_chat_completion,
 )
-from omnistory_core.planning.usage import Price, parse_price_table, usage_record
-from omnistory_core.retry import (
+from omnistory_core.kit.planning.usage import Price, parse_price_table, usage_record
+from omnistory_core.kit.retry import (
     RETRYABLE_STATUSES,
     CallOutcome,
     ErrorInfo,
@@ -135,6 +127,15 @@ from omnistory_core.retry import (
     map_bounded,
     parse_retry_after,
 )
+from omnistory_core.kit.voices import (
+    VoiceLabels,
+    check_label_table,
+    resolve_gender,
+    voice_for,
+    voice_labels,
+)
+from omnistory_core.params import Param, ParamError, with_defaults
+from omnistory_core.plan_schema import parse_plan, plan_json_schema, plan_response_format
 
 __all__ = [
     # -- components and what they exchange

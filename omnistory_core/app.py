@@ -10,9 +10,6 @@ cannot find a config.  The work itself is elsewhere:
   evaluation and report;
 * :mod:`omnistory_core.data.cache`: the dataset, loaded once per process;
 * :mod:`omnistory_core.engine.progress`: progress bars.
-
-The names they had here (``run``, ``load_examples``, ``progress_bars``, ``SweepCallback``, ...)
-stay importable from this module.
 """
 
 from __future__ import annotations
@@ -25,55 +22,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from omnistory_core.data.cache import _DATASET_CACHE, dataset_spec, load_examples
-from omnistory_core.engine.progress import progress_bars
+from omnistory_core.errors import UserError
 from omnistory_core.redaction import redact
-from omnistory_core.run.generate import named_on_command_line, run_system
-from omnistory_core.run.manifest import (
-    component_manifest,
-    git_revision,
-    narration_lengths,
-    sum_usage,
-)
-from omnistory_core.run.sweep import Callback, SweepCallback, finish_sweep, job_dirs, sum_stats
-
-#: the old name of :func:`omnistory_core.run.generate.run_system`
-run = run_system
-
-__all__ = [  # the names this module had before the move, kept importable
-    "Callback",
-    "SweepCallback",
-    "_DATASET_CACHE",
-    "component_manifest",
-    "dataset_spec",
-    "explain_missing_configs",
-    "finish_sweep",
-    "git_revision",
-    "job_dirs",
-    "load_examples",
-    "named_on_command_line",
-    "narration_lengths",
-    "output_dir_of_current_job",
-    "progress_bars",
-    "run",
-    "sum_stats",
-    "sum_usage",
-    "task",
-]
+from omnistory_core.run.generate import run_system
 
 
 def output_dir_of_current_job() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    from omnistory_core.data import DatasetError
-    from omnistory_core.engine.job import ConfigError
-    from omnistory_core.plugins import PluginError
-
-    return (ConfigError, DatasetError, PluginError)
 
 
 @contextmanager
@@ -134,7 +91,7 @@ def task(cfg: DictConfig) -> None:
         error_file.unlink()
     try:
         run_system(cfg, output_dir)
-    except _user_errors() as exc:
+    except UserError as exc:
         print(f"omnistory: error: {cfg.system_id}: {exc}", file=sys.stderr)
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             raise SystemExit(2) from None

@@ -46,7 +46,7 @@ def _default(value: Any) -> str:
 def print_params(registry: Any, selections: list[str], as_json: bool = False) -> int:
     import sys
 
-    from omnistory_core.plugins import PluginError
+    from omnistory_core.errors import PluginError
 
     try:
         keys = selected(registry, selections)

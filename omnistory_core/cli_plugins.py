@@ -56,3 +56,38 @@ def main(argv: list[str]) -> int:
     Console().print(table)
     print("Each component's parameters: python -m omnistory_core plugins --params [tts=NAME ...]")
     return 0
+
+
+def tasks_main(argv: list[str]) -> int:
+    """``python -m omnistory_core tasks [--json]``: the installed benchmarks."""
+    parser = argparse.ArgumentParser(
+        prog="omnistory tasks",
+        description="The installed benchmarks (tasks) and what they declare.",
+    )
+    parser.add_argument("--json", action="store_true", help="each task's full declaration")
+    args = parser.parse_args(argv)
+
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    described = [task.describe() for _, task in sorted(registry.tasks.items())]
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="omnistory tasks (select one with task=NAME)")
+    for col in ("task", "version", "datasets", "outputs", "tracks", "description"):
+        table.add_column(col, overflow="fold")
+    for row in described:
+        table.add_row(
+            row["name"],
+            row["version"],
+            ", ".join(row["datasets"]),
+            ", ".join(f"{k}:{v}" for k, v in row["outputs"].items()),
+            ", ".join(row["tracks"]),
+            row["description"],
+        )
+    Console(width=160).print(table)
+    return 0

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from omnistory_core.contract import Failure
+from omnistory_core.errors import ConfigError
 from omnistory_core.params import Param, check_declaration, key_params, resolve_params
 
 EXAMPLE_INPUTS = ("current_image", "current_text", "metadata", "conditions")
@@ -127,6 +128,24 @@ class BackboneOutput:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
+def check_produces(cls: type) -> frozenset[str]:
+    """A backbone's ``produces``: a non-empty subset of text/image/speech that includes text."""
+    produces = getattr(cls, "produces", None)
+    if not isinstance(produces, frozenset | set) or not produces:
+        raise ConfigError(
+            f"{cls.__name__}.produces must be a non-empty frozenset of"
+            f" {sorted(BACKBONE_MODALITIES)}"
+        )
+    unknown = set(produces) - BACKBONE_MODALITIES
+    if unknown:
+        raise ConfigError(f"{cls.__name__}.produces has unknown modalities {sorted(unknown)}")
+    if "text" not in produces:
+        raise ConfigError(
+            f"{cls.__name__}.produces lacks 'text': nothing else can write the narration"
+        )
+    return frozenset(produces)
+
+
 class ComponentError(Exception):
     """Raised by a component for one item; becomes a `model_error` failure (or its category)."""
 
@@ -189,6 +208,22 @@ class Component:
 
     def run_one(self, item: dict[str, Any]) -> Any:
         raise NotImplementedError
+
+    # -- cost, for the dry run ------------------------------------------------------------
+    def pricing(self) -> Any:
+        """How this component's calls are billed: an object with ``price`` (or None) and
+        ``source`` (where the price comes from or what to set), as
+        :func:`omnistory_core.kit.pricing.price_of` returns; None for a component that calls
+        no paid API (the default).  The dry run prices calls through this and :meth:`estimate`,
+        so the engine knows no provider."""
+        return None
+
+    def estimate(
+        self, inputs: dict[str, Any], pricing: Any, output_tokens: int | None
+    ) -> dict[str, Any]:
+        """One call's estimate (``input_tokens``, ``output_tokens``, ``cost_usd``) when
+        :meth:`pricing` is not None; ``output_tokens`` is ``engine.plan.output_tokens``."""
+        return {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
 
     # -- identity --------------------------------------------------------------------------
     @classmethod
@@ -260,7 +295,7 @@ class Evaluator(Component):
     track: ClassVar[str]  # "text" | "image" | "speech" | "omni"
     criteria: ClassVar[tuple[str, ...]]
     #: the closed interval every score lies in, e.g. ``(0.0, 1.0)``; None: undeclared (a judge
-    #: then has the rubric's 1-10).  ``omnistory_core.testing.check_component`` holds scores to it.
+    #: then has the rubric's 1-10).  ``omnistory_testkit.check_component`` holds scores to it.
     score_range: ClassVar[tuple[float, float] | None] = None
 
 

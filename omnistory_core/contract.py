@@ -23,6 +23,8 @@ LABELS: dict[str, tuple[str, ...]] = {
     "gender": GENDERS,
 }
 MODALITIES: tuple[str, ...] = ("text", "image", "speech")
+#: the failure category of a call still waiting in a provider batch (collected by the next run)
+BATCH_PENDING = "batch_pending"
 
 FailureCategory = Literal[
     "plan_json_error",

@@ -64,6 +64,32 @@ def register_datasets(register):
 
 
 @hookspec
+def register_tasks(register):
+    """Register benchmarks: ``register(task)`` with a :class:`omnistory_core.tasks.Task` (what a
+    benchmark's records, inputs, output slots, layout, tracks and aggregation are)."""
+
+
+@hookspec
+def register_commands(register):
+    """Register subcommands of ``python -m omnistory_core``: ``register(name, main, help)`` where
+    ``main(argv: list[str]) -> int`` is the exit status (``evaluate``, ``report``, ...)."""
+
+
+@hookspec
+def register_evaluation(register):
+    """Register the evaluation service the end of a sweep and its dry run use:
+    ``register(service)`` with a :class:`omnistory_core.seams.EvaluationService`
+    (``omnistory-eval`` registers one; the first registered is used)."""
+
+
+@hookspec
+def sweep_finished(sweep_dir, config):
+    """Called once at the end of a ``-m`` sweep, after the evaluation (if any), with the sweep
+    directory and the sweep's config; return an exit status (0 = fine) or None.  The report
+    distribution builds the report here."""
+
+
+@hookspec
 def register_config_paths(register):
     """Register Hydra search-path entries (``pkg://package.conf`` or ``file:///abs/dir``) holding
     the plugin's config groups; they are appended only for omnistory's own app."""

@@ -1,7 +1,7 @@
 """The JSON-planning schema (v1) and a rule-based parser for planner output.
 
-(Named ``omnistory_core.plan`` before, which stays importable; the planner helpers are
-:mod:`omnistory_core.planning`.)
+(Named ``omnistory_core.plan_schema`` before, which stays importable; the planner helpers are
+:mod:`omnistory_core.kit.planning`.)
 
 A planner (or a backbone that plans) returns raw text; :func:`parse_plan` turns it into a
 :class:`~omnistory_core.contract.Plan` or a :class:`~omnistory_core.contract.Failure`, together

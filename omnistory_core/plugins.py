@@ -26,12 +26,22 @@ from typing import Any
 import pluggy
 
 from omnistory_core import hookspecs
-from omnistory_core.components import Component
+from omnistory_core.components import Component, check_produces
+from omnistory_core.errors import ConfigError, PluginError
+from omnistory_core.seams import (
+    EVAL_DISTRIBUTION,
+    Command,
+    EvaluationService,
+    missing_distribution,
+)
 
 ENTRY_POINT_GROUP = "omnistory"
 BUILTIN_PLUGIN = "omnistory_core.builtin"
 
 #: hook name -> component kind it registers
+#: hooks the core calls with arguments of their own (not ``register``)
+EVENT_HOOKS = frozenset({"sweep_finished"})
+
 COMPONENT_HOOKS: dict[str, str] = {
     "register_planners": "planner",
     "register_image_experts": "image",
@@ -40,10 +50,6 @@ COMPONENT_HOOKS: dict[str, str] = {
     "register_metrics": "metric",
     "register_judges": "judge",
 }
-
-
-class PluginError(Exception):
-    """A registration problem (unknown component name, wrong kind, ...)."""
 
 
 @dataclass
@@ -61,8 +67,43 @@ class Registry:
     origins: dict[tuple[str, str], str] = field(default_factory=dict)
     datasets: dict[str, Callable[..., Any]] = field(default_factory=dict)
     config_paths: list[str] = field(default_factory=list)
+    tasks: dict[str, Any] = field(default_factory=dict)
+    commands: dict[str, Command] = field(default_factory=dict)
+    evaluation: EvaluationService | None = None
     plugins: dict[str, PluginInfo] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    manager: pluggy.PluginManager | None = None
+
+    def sweep_finished(self, sweep_dir: Any, config: Any) -> int:
+        """Call every plugin's ``sweep_finished`` hook; the worst exit status they return."""
+        if self.manager is None:
+            return 0
+        results = self.manager.hook.sweep_finished(sweep_dir=sweep_dir, config=config)
+        return max([int(r) for r in results if r is not None], default=0)
+
+    def has_sweep_finished(self) -> bool:
+        return self.manager is not None and bool(self.manager.hook.sweep_finished.get_hookimpls())
+
+    def evaluation_service(self) -> EvaluationService:
+        """The registered evaluation (``omnistory-eval``); a :class:`ConfigError` naming the
+        distribution to install when there is none."""
+        if self.evaluation is None:
+            raise ConfigError(
+                missing_distribution(
+                    "evaluation.metrics / evaluation.judges", EVAL_DISTRIBUTION, "those settings"
+                )
+            )
+        return self.evaluation
+
+    def task(self, name: str) -> Any:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise PluginError(
+                f"no task named {name!r} is registered; known tasks: "
+                f"{', '.join(sorted(self.tasks)) or 'none'}"
+                " (run `python -m omnistory_core tasks` to list them)"
+            ) from None
 
     def component(self, kind: str, name: str) -> type[Component]:
         try:
@@ -173,6 +214,7 @@ def _check_hooks(pm: pluggy.PluginManager, plugin_name: str) -> None:
     """
     plugin = pm.get_plugin(plugin_name)
     known = sorted(name for name in vars(hookspecs) if name.startswith("register_"))
+    known += sorted(EVENT_HOOKS)
     for caller in pm.get_hookcallers(plugin) or []:
         for impl in caller.get_hookimpls():
             if impl.plugin_name != plugin_name:
@@ -187,6 +229,8 @@ def _check_hooks(pm: pluggy.PluginManager, plugin_name: str) -> None:
                 raise pluggy.PluginValidationError(
                     plugin, f"hook {caller.name!r} must be a plain @hookimpl, not a wrapper"
                 )
+            if caller.name in EVENT_HOOKS:
+                continue  # pluggy checked its argument names against the spec
             if "register" not in impl.argnames:
                 raise pluggy.PluginValidationError(
                     plugin,
@@ -219,8 +263,6 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
                             f" cannot register it as {_kind}"
                         )
                     if _kind == "backbone":
-                        from omnistory_core.engine.system import ConfigError, check_produces
-
                         try:
                             check_produces(cls)
                         except ConfigError as exc:
@@ -257,6 +299,37 @@ def _collect(pm: pluggy.PluginManager, registry: Registry, plugin_name: str) -> 
 
                 register = register_config_path
 
+            elif hook_name == "register_tasks":
+
+                def register_task(task: Any, _acc=registered) -> None:
+                    name = str(getattr(task, "name", "") or "")
+                    if not name:
+                        raise PluginError(f"{task!r} is not a task (it has no name)")
+                    registry.tasks.setdefault(name, task)
+                    _acc.append(("task", name))
+
+                register = register_task
+            elif hook_name == "register_commands":
+
+                def register_command(
+                    name: str, main: Callable[[list[str]], int], help: str = "", _acc=registered
+                ) -> None:
+                    registry.commands.setdefault(
+                        name, Command(name, main, help, plugin=plugin_name)
+                    )
+                    _acc.append(("command", name))
+
+                register = register_command
+            elif hook_name == "register_evaluation":
+
+                def register_evaluation(service: EvaluationService, _acc=registered) -> None:
+                    if registry.evaluation is None:
+                        registry.evaluation = service
+                    _acc.append(("evaluation", type(service).__name__))
+
+                register = register_evaluation
+            elif hook_name in EVENT_HOOKS:
+                continue
             else:  # pragma: no cover - _check_hooks refused unknown hooks before this
                 continue
             hook_impl.function(register=register)
@@ -279,6 +352,9 @@ def _register_plugin(
         dict(registry.origins),
         dict(registry.datasets),
         list(registry.config_paths),
+        dict(registry.tasks),
+        dict(registry.commands),
+        registry.evaluation,
     )
     try:
         module = load()
@@ -287,7 +363,15 @@ def _register_plugin(
         _collect(pm, registry, name)
     except Exception as exc:
         # Roll back whatever the plugin managed to register before failing.
-        (registry.components, registry.origins, registry.datasets, registry.config_paths) = snapshot
+        (
+            registry.components,
+            registry.origins,
+            registry.datasets,
+            registry.config_paths,
+            registry.tasks,
+            registry.commands,
+            registry.evaluation,
+        ) = snapshot
         info.registers = {}
         if pm.has_plugin(name):
             pm.unregister(name=name)
@@ -337,6 +421,7 @@ def load_plugins(*, force: bool = False) -> Registry:
                     )
                     continue
                 _register_plugin(pm, registry, ep.name, ep.load, dist, version, strict)
+        registry.manager = pm
         _registry = registry
         return registry
 

@@ -2,7 +2,7 @@
 
 API keys come from environment variables only: a config names the variable (``api_key_env``), never
 the value.  ``redact`` scrubs mappings before they are written; ``SecretFilter`` scrubs log records.
-(Named ``omnistory_core.secrets`` before, which shadowed the standard library's ``secrets``; that
+(Named ``omnistory_core.redaction`` before, which shadowed the standard library's ``secrets``; that
 name stays importable.)
 """
 

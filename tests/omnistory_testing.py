@@ -1,11 +1,11 @@
-"""Shared test helpers: the plugin kit's CLI runner (``omnistory_core.testing.run_cli``)."""
+"""Shared test helpers: the plugin kit's CLI runner (``omnistory_testkit.run_cli``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from omnistory_core.testing import run_cli
+from omnistory_testkit import run_cli
 
 __all__ = ["copy_run", "load_json", "run_cli"]
 

@@ -51,9 +51,9 @@ def test_every_exported_name_resolves_once() -> None:
 
 
 def test_error_types_are_the_ones_the_core_raises() -> None:
-    from omnistory_core.engine.job import ConfigError as job_config_error
+    from omnistory_core.errors import ConfigError as job_config_error
+    from omnistory_core.kit.planning.base import PlannerConfigError
     from omnistory_core.params import ParamError
-    from omnistory_core.planning.base import PlannerConfigError
 
     assert api.ConfigError is job_config_error  # the old location keeps working
     assert issubclass(api.ParamError, api.ConfigError) and api.ParamError is ParamError

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
+from omnistory_testkit import ConformanceError, ConformanceReport, check_component
 
 from omnistory_core.components import (
     Backbone,
@@ -24,7 +25,6 @@ from omnistory_core.components import (
 from omnistory_core.contract import Failure
 from omnistory_core.data.demo import load_demo
 from omnistory_core.params import Param
-from omnistory_core.testing import ConformanceError, ConformanceReport, check_component
 
 
 def _plan(narration: str) -> str:
@@ -637,9 +637,9 @@ def test_a_metric_with_a_heavy_import_at_module_import_fails(tmp_path, monkeypat
 
 
 def test_a_judge_against_a_fake_openai_server_passes() -> None:
-    from omnistory_core.evaluation.judges import CRITERIA
-    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
-    from omnistory_core.testing import FakeServer, Reply
+    from omnistory_eval.judges import CRITERIA
+    from omnistory_eval.judges.judge import Qwen3TextJudge
+    from omnistory_testkit import FakeServer, Reply
 
     verdict = json.dumps({c: {"score": 7, "rationale": "it follows"} for c in CRITERIA["text"]})
     with FakeServer(lambda body: Reply(text=verdict)) as server:

@@ -1,4 +1,4 @@
-"""omnistory_core.checkout: model code that exists only as a git repository.
+"""omnistory_core.kit.checkout: model code that exists only as a git repository.
 
 Everything runs on real files in ``tmp_path``: checkouts are folders the tests write, git
 repositories are made with the real ``git`` binary, imports go through the real import system.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from omnistory_core.checkout import (
+from omnistory_core.kit.checkout import (
     Checkout,
     CheckoutError,
     drop_foreign_modules,

@@ -9,12 +9,8 @@ import pytest
 from omnistory_testing import run_cli
 
 from omnistory_core.components import Backbone
-from omnistory_core.engine.system import (
-    ConfigError,
-    derived_system_id,
-    paradigm_of,
-    resolve_system,
-)
+from omnistory_core.engine.system import derived_system_id, paradigm_of, resolve_system
+from omnistory_core.errors import ConfigError
 from omnistory_core.plugins import load_plugins
 
 QUIET = "engine.progress=false"
@@ -99,8 +95,9 @@ def test_incoherent_systems_are_refused(groups, message) -> None:
 
 
 def test_a_backbone_must_declare_what_it_produces() -> None:
+    from omnistory_core.errors import PluginError
     from omnistory_core.hookspecs import hookimpl
-    from omnistory_core.plugins import PluginError, Registry, _make_manager, _register_plugin
+    from omnistory_core.plugins import Registry, _make_manager, _register_plugin
 
     class Vague(Backbone):
         name = "vague-test"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from omnistory_testing import run_cli
+from omnistory_testkit.standins import make_standin_site
 
 from omnistory_core.engine.dryrun import PlanSettings
-from omnistory_core.testing.standins import make_standin_site
 
 QUIET = ("engine.progress=false", "evaluation.report=false", "output_root=out")
 GRID = ("planner=template,copy", "image=copy,noop", "tts=espeak,noop")

@@ -2,7 +2,7 @@
 plan, through the real CLI, against what the real evaluation then does (``evaluation_stats.json``).
 
 Evaluators that run offline: judges through the OpenAI-compatible backend against a local
-:class:`~omnistory_core.testing.FakeServer`, CLIP on a tiny random checkpoint.
+:class:`~omnistory_testkit.FakeServer`, CLIP on a tiny random checkpoint.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
+from omnistory_eval.judges import CRITERIA
 from omnistory_testing import run_cli
-
-from omnistory_core.evaluation.judges import CRITERIA
-from omnistory_core.testing import FakeServer, Reply
+from omnistory_testkit import FakeServer, Reply
 
 QUIET = ("engine.progress=false", "evaluation.report=false", "output_root=out")
 GRID = ("planner=template,copy", "image=copy,noop", "tts=espeak,noop")
@@ -82,7 +81,7 @@ def distinct_outputs(sweep_dir: Path, modality: str, name: str) -> set[tuple[int
 def tiny_clip(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from omnistory_core.evaluation.metrics.testing import build_tiny_clip
+    from omnistory_testkit.metric_checkpoints import build_tiny_clip
 
     return build_tiny_clip(tmp_path_factory.mktemp("clip"))
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 from omnistory_testing import run_cli
-
-from omnistory_core.testing.standins import make_standin_site
+from omnistory_testkit.standins import make_standin_site
 
 SEMI = {
     "mmada_parler": ("mmada", "tts", "semi-orchestration (T+I)"),

@@ -12,7 +12,7 @@ from omnistory_testing import load_json, run_cli
 
 from omnistory_core.components import TTSExpert
 from omnistory_core.engine.hashing import canonical_json
-from omnistory_core.engine.system import ConfigError
+from omnistory_core.errors import ConfigError
 from omnistory_core.params import Param, ParamError, resolve_params
 
 QUIET = ("engine.progress=false", "dataset.limit=1", "output_root=out")
@@ -125,8 +125,9 @@ def test_plugins_shows_the_parameters(tmp_path: Path) -> None:
 
 def built(kind: str, name: str, **overrides: object):
     """A component built as a run builds it: its composed config node, then build_component."""
+    from omnistory_eval.command import evaluator_config
+
     from omnistory_core.engine.job import build_component
-    from omnistory_core.evaluation.command import evaluator_config
     from omnistory_core.plugins import load_plugins
 
     spec = {**evaluator_config(kind, name, []), **overrides}

@@ -59,8 +59,10 @@ def test_offline_download_fails_with_a_clear_message(tmp_path: Path) -> None:
 
 def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Path) -> None:
     """hub.load_checkpoints names what ``load()`` reads; prefetch adds a judge's repair model."""
-    from omnistory_core import hub, prefetch
-    from omnistory_core.evaluation.judges import REPAIR_SPEC
+    from omnistory_eval.judges import REPAIR_SPEC
+
+    from omnistory_core import prefetch
+    from omnistory_core.kit import hub
 
     class Spec:
         checkpoint = "org/judge"
@@ -93,8 +95,10 @@ def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Pa
 
 
 def test_a_judges_checkpoint_override_is_fetched_and_a_served_judge_needs_nothing() -> None:
-    from omnistory_core import hub, prefetch
-    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
+    from omnistory_eval.judges.judge import Qwen3TextJudge
+
+    from omnistory_core import prefetch
+    from omnistory_core.kit import hub
 
     default = Qwen3TextJudge.spec.checkpoint
     assert hub.load_checkpoints(Qwen3TextJudge, {}) == [default]

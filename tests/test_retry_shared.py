@@ -1,4 +1,4 @@
-"""Planners and judges share one retry policy (omnistory_core.retry): the same HTTP statuses are
+"""Planners and judges share one retry policy (omnistory_core.kit.retry): the same HTTP statuses are
 retried, the same Retry-After is honoured.  Both go through the real openai SDK to a local server
 that answers each status once, then a valid answer."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from omnistory_eval.judges.backends.openai_compat import OpenAICompatibleBackend
+from omnistory_eval.judges.render import RenderedPrompt
+from omnistory_eval.judges.specs import JUDGE_SPECS
+from omnistory_testkit import FakeServer, Reply, demo_planner_items
 
 from omnistory_core.api import BASE_PARAMETERS, OpenAIChatPlanner, PlannerResponse, with_defaults
-from omnistory_core.evaluation.judges.backends.openai_compat import OpenAICompatibleBackend
-from omnistory_core.evaluation.judges.render import RenderedPrompt
-from omnistory_core.evaluation.judges.specs import JUDGE_SPECS
-from omnistory_core.planning import retry as planning_retry
-from omnistory_core.retry import RETRYABLE_STATUSES, RetryPolicy
-from omnistory_core.testing import FakeServer, Reply, demo_planner_items
+from omnistory_core.kit.planning import retry as planning_retry
+from omnistory_core.kit.retry import RETRYABLE_STATUSES, RetryPolicy
 
 pytest.importorskip("openai")
 

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from omnistory_testkit import run_cli
 
 from omnistory_core.scaffold import KINDS, class_name
-from omnistory_core.testing import run_cli
 
 NAMES = {kind: f"tiny_{kind}" for kind in KINDS}
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from omnistory_testing import run_cli
+from omnistory_testkit import VALID_PLAN, FakeServer, Reply
 
 from omnistory_core.engine.sweep_progress import (
     JobProgress,
@@ -16,7 +17,6 @@ from omnistory_core.engine.sweep_progress import (
     render_sweep_progress,
     write_job_plan,
 )
-from omnistory_core.testing import VALID_PLAN, FakeServer, Reply
 
 
 def test_to_do_counts_each_planned_call_once_whoever_makes_it(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def checkpoints(tmp_path_factory) -> dict[str, str]:
 
 
 def test_the_users_sweep_runs_end_to_end(checkpoints, tmp_path: Path) -> None:
-    from omnistory_core.planning.testing import RecordingServer, files_containing
+    from omnistory_testkit import FakeServer, files_containing
 
     env = {
         **checkpoints,
@@ -79,7 +79,7 @@ def test_the_users_sweep_runs_end_to_end(checkpoints, tmp_path: Path) -> None:
         "HF_HUB_OFFLINE": "1",
         KEY_VAR: KEY,
     }
-    with RecordingServer() as server:
+    with FakeServer() as server:
         args = [
             "-m",
             "planner=claude,gpt",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from omnistory_core.experts.voices import resolve_gender, speaker_key, stable_choice, voice_for
+from omnistory_core.kit.voices import resolve_gender, speaker_key, stable_choice, voice_for
 
 NAMES = [f"Character {i}" for i in range(2000)]
 VOICES = {"female": ("f1", "f2", "f3", "f4"), "male": ("m1", "m2", "m3")}
@@ -26,7 +26,7 @@ def test_stable_choice_is_a_fixed_function_of_the_key():
 def test_stable_choice_is_identical_in_other_processes_and_hash_seeds():
     keys = ["Anna", "Little Bear", "狐狸", ""]
     script = (
-        "import json, sys; from omnistory_core.experts.voices import stable_choice; "
+        "import json, sys; from omnistory_core.kit.voices import stable_choice; "
         "print(json.dumps([stable_choice(k, range(97)) for k in json.loads(sys.argv[1])]))"
     )
     here = [stable_choice(k, range(97)) for k in keys]

@@ -87,9 +87,13 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def import_graph(package_dir: Path, *, lazy: bool = False) -> Graph:
-    """Edges between the package's modules; ``lazy=True`` adds imports inside functions."""
-    modules = module_names(package_dir)
+def import_graph(package_dir: Path | Iterable[Path], *, lazy: bool = False) -> Graph:
+    """Edges between the package's modules (several packages: between all of theirs);
+    ``lazy=True`` adds imports inside functions."""
+    dirs = [package_dir] if isinstance(package_dir, Path) else list(package_dir)
+    modules: dict[str, Path] = {}
+    for one in dirs:
+        modules.update(module_names(one))
     graph: Graph = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -117,6 +121,27 @@ def import_graph(package_dir: Path, *, lazy: bool = False) -> Graph:
                     if parent in modules and parent not in own_parents and parent != name:
                         graph[name].add(parent)
     return graph
+
+
+def room_of(module: str) -> str:
+    """The room a module lives in: its top package's direct child (``omnistory_core.engine``
+    for ``omnistory_core.engine.job``; ``omnistory_core.plugins`` for that module itself)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Graph) -> Graph:
+    """The module graph collapsed to rooms (:func:`room_of`): a loop here is a package-level
+    import loop even when no two modules import each other."""
+    rooms: Graph = {}
+    for module, targets in graph.items():
+        room = room_of(module)
+        edges = rooms.setdefault(room, set())
+        for target in targets:
+            other = room_of(target)
+            if other != room:
+                edges.add(other)
+            rooms.setdefault(other, set())
+    return rooms
 
 
 def strongly_connected(graph: Graph) -> list[list[str]]:

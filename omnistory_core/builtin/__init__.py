@@ -37,16 +37,54 @@ def register_backbones(register):
 
 
 @hookimpl
-def register_metrics(register):
-    from omnistory_core.evaluation.metrics import METRICS
-
-    for cls in METRICS:
-        register(cls)
-
-
-@hookimpl
 def register_datasets(register):
     from omnistory_core import data
 
     register("demo", data.load_dataset)
     register("omnistorybench", data.load_dataset)
+
+
+@hookimpl
+def register_tasks(register):
+    from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
+
+    register(OMNISTORYBENCH)
+
+
+def _plugins(argv: list[str]) -> int:
+    from omnistory_core.cli_plugins import main
+
+    return main(argv)
+
+
+def _tasks(argv: list[str]) -> int:
+    from omnistory_core.cli_plugins import tasks_main
+
+    return tasks_main(argv)
+
+
+def _scaffold(argv: list[str]) -> int:
+    from omnistory_core.scaffold import main
+
+    return main(argv)
+
+
+def _env(argv: list[str]) -> int:
+    from omnistory_core.environments import main
+
+    return main(argv)
+
+
+def _progress(argv: list[str]) -> int:
+    from omnistory_core.engine.sweep_progress import main
+
+    return main(argv)
+
+
+@hookimpl
+def register_commands(register):
+    register("plugins", _plugins, "plugins, what they register, load errors, parameters")
+    register("tasks", _tasks, "the installed benchmarks (tasks)")
+    register("plugin", _scaffold, "plugin new NAME --kind KIND: a new plugin distribution")
+    register("env", _env, "env create tts=parler: a virtual environment for one component")
+    register("progress", _progress, "a sweep's progress, from another terminal (--watch)")

@@ -29,7 +29,7 @@ from typing import Any
 
 from omnistory_core.components import Audio, ComponentError, TTSExpert
 from omnistory_core.contract import EMOTIONS, PITCHES, SPEEDS, Failure
-from omnistory_core.experts.voices import resolve_gender, voice_for
+from omnistory_core.kit.voices import resolve_gender, voice_for
 from omnistory_core.params import Param
 
 # eSpeak NG's female and male voice variants (files under espeak-ng-data/voices/!v).  f5 is left

@@ -184,7 +184,7 @@ class TemplatePlanner(Planner):
     parameters = ()
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        from omnistory_core.experts.voices import resolve_gender
+        from omnistory_core.kit.voices import resolve_gender
 
         metadata, conditions = item["metadata"] or {}, item["conditions"] or {}
         characters = [c for c in conditions.get("characters") or [] if isinstance(c, dict)]
@@ -238,7 +238,7 @@ class CopyPlanner(Planner):
     parameters = ()
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        from omnistory_core.experts.voices import resolve_gender
+        from omnistory_core.kit.voices import resolve_gender
 
         text = " ".join(str(item["current_text"] or "").split())
         quoted = re.search(r"[\"“]([^\"”]+)[\"”]", text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from omnistory_core.errors import UserError
+
 MAX_PROBLEMS_SHOWN = 50
 
 
@@ -32,7 +34,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message}"
 
 
-class DatasetError(Exception):
+class DatasetError(UserError):
     """A dataset that cannot be used: unreadable, incomplete, or failing validation.
 
     ``problems`` holds every finding (the message shows the first ``MAX_PROBLEMS_SHOWN``).

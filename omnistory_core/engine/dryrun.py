@@ -18,13 +18,14 @@ writes ``sweep_plan.json`` in its run directory.  Per component: ``calls`` (dist
 make), ``cached`` (distinct calls the store holds and the run would reuse), ``loads`` (model loads
 when the jobs run one after another in sweep order, as the basic launcher runs them: a job loads a
 component when it meets a call no earlier job made), and estimates: API cost in USD (planners that
-build a request: prompt tokens counted on the real prompt, see :func:`count_tokens`; price from the
-planner's ``prices`` or :data:`~omnistory_core.planning.usage.REFERENCE_PRICES`) and GPU-hours
+price their calls through ``Component.pricing`` and ``Component.estimate``, as the VLM planners of
+:mod:`omnistory_core.kit.planning` do: prompt tokens counted on the real prompt, price from the
+planner's ``prices`` or the reference table) and GPU-hours
 (``calls`` x seconds per call from :data:`THROUGHPUT` or ``engine.plan.throughput``).
 
 Each job's file also says what its job directory will hold (``candidates``: per example the
 narration, image, speech and plan, known from the store, still to make, or missing), from which
-the sweep callback plans the end-of-sweep evaluation (:mod:`omnistory_core.evaluation.plan`):
+the sweep callback plans the end-of-sweep evaluation (:mod:`omnistory_eval.plan`):
 its rows (``metric/<name>``, ``judge/<id>``) join the table through :func:`add_components`.
 """
 
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +61,6 @@ from omnistory_core.engine.job import (
 from omnistory_core.engine.outputs import _plan_record
 from omnistory_core.engine.stage import ComponentStats, item_key, needs_recompute
 from omnistory_core.engine.store import CallRecord, Store
-from omnistory_core.planning.usage import Price, parse_price_table, reference_price
 
 log = logging.getLogger("omnistory")
 
@@ -72,7 +71,6 @@ __all__ = [
     "THROUGHPUT",
     "PlanSettings",
     "ReadOnlyStore",
-    "count_tokens",
     "merge_plans",
     "plan_job",
     "render_plan",
@@ -184,83 +182,6 @@ class PlanSettings:
         return None, f"not measured on {self.gpu}: set engine.plan.throughput.{kind}.{name}"
 
 
-# -- token and cost estimates -------------------------------------------------------------
-def count_tokens(text: str) -> int:
-    """Tokens of ``text``: tiktoken's ``o200k_base`` when tiktoken is installed, else the
-    characters divided by 4 (rounded up), the usual rule of thumb for English."""
-    try:
-        import tiktoken  # pyright: ignore[reportMissingImports] - optional
-    except ImportError:
-        return math.ceil(len(text) / 4)
-    return len(tiktoken.get_encoding("o200k_base").encode(text))
-
-
-def image_tokens(data: bytes) -> int:
-    """Tokens of one image as Anthropic documents its estimate (width x height / 750); an
-    assumption for other providers, whose formulas differ."""
-    import io
-
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        width, height = img.size
-    return math.ceil(width * height / 750)
-
-
-@dataclass
-class _Pricing:
-    price: Price | None
-    source: str
-
-
-def _pricing(component: Component) -> _Pricing | None:
-    """The price of a hosted API planner's model (its ``prices``, else the reference table);
-    None for a component that calls no paid API (its API cost is 0)."""
-    model = component.params.get("model") if isinstance(component.params, Mapping) else None
-    api = bool(getattr(component, "api_key_required", False))  # a local vLLM server needs none
-    if not api or not callable(getattr(component, "build_request", None)) or not model:
-        return None
-    return price_of(str(model), component.params.get("prices"), f"{component.kind}.prices")
-
-
-def price_of(model: str, prices: Any, where: str) -> _Pricing:
-    """A model's price: from the component's own ``prices`` table (``where`` names it), else
-    the reference table, else none (with what to set)."""
-    table = parse_price_table(prices, where=where)
-    if model in table:
-        return _Pricing(table[model], where)
-    reference = reference_price(model)
-    if reference is not None:
-        return _Pricing(*reference)
-    return _Pricing(None, f"no price for model {model}: set {where}")
-
-
-def _estimate(
-    component: Component, inputs: dict[str, Any], pricing: _Pricing, settings: PlanSettings
-) -> dict[str, Any]:
-    try:
-        request = component.build_request(inputs)  # type: ignore[attr-defined]
-    except ValueError:  # the run records this call as failed before sending anything
-        return {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-    tokens_in = (
-        count_tokens(request.system) + count_tokens(request.text) + image_tokens(request.image.data)
-    )
-    tokens_out = (
-        settings.output_tokens
-        if settings.output_tokens is not None
-        else int(component.params.get("max_tokens") or 0)
-    )
-    estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
-    if pricing.price is not None:
-        estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
-        if component.params.get("batch"):  # a provider batch bills half the standard price
-            from omnistory_core.batch_api import BATCH_DISCOUNT
-
-            estimate["cost_usd"] *= BATCH_DISCOUNT
-            estimate["batch"] = True
-    return estimate
-
-
 # -- one job ----------------------------------------------------------------------------
 def _symbolic(upstream_key: str) -> dict[str, Any]:
     """Plan fields of an upstream call still to make: values that name the call and the field,
@@ -321,7 +242,7 @@ def plan_job(
         derived: Any = None,
     ) -> dict[int, tuple[str, CallRecord | None]]:
         """``items``: (index, inputs) or (index, inputs, the name a pending call is listed by)."""
-        pricing = _pricing(component) if estimate else None
+        pricing = component.pricing() if estimate else None
         entry = out.setdefault(
             component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
         )
@@ -347,7 +268,9 @@ def plan_job(
                 else:
                     entry["pending"].append(alias[0] if alias else key)
                     if pricing is not None:
-                        entry["estimates"][key] = _estimate(component, inputs, pricing, settings)
+                        entry["estimates"][key] = component.estimate(
+                            inputs, pricing, settings.output_tokens
+                        )
             results[index] = (key, seen[key])
         return results
 

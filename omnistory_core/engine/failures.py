@@ -24,10 +24,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.batch_api import BATCH_PENDING
 from omnistory_core.components import ComponentError
-from omnistory_core.contract import Failure
-from omnistory_core.engine.system import ConfigError
+from omnistory_core.contract import BATCH_PENDING, Failure
+from omnistory_core.errors import ConfigError
 
 #: stored failure categories that ``retry_failures=errors`` recomputes: they say nothing about the
 #: item (a crash, a bug since fixed, an API outage), unlike an unparseable plan or an empty output.

@@ -37,7 +37,7 @@ from omnistory_core.engine.stage import (
     run_stage,
 )
 from omnistory_core.engine.store import CallRecord, Store
-from omnistory_core.engine.system import ConfigError
+from omnistory_core.errors import ConfigError
 from omnistory_core.plugins import Registry
 
 log = logging.getLogger("omnistory")
@@ -108,10 +108,6 @@ def build_component(
     forbidden = [r for r in cls.reads if r in REFERENCE_INPUTS and not cls.oracle]
     if forbidden and kind in GENERATION_KINDS:
         raise ConfigError(f"{cls.key()} reads {forbidden} but is not declared oracle")
-    if kind == "backbone":
-        from omnistory_core.engine.system import check_produces
-
-        check_produces(cls)
     params = {k: v for k, v in spec.items() if k not in RESERVED_KEYS}
     params.setdefault("seed", seed)
     return cls(**params)

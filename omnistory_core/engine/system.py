@@ -37,6 +37,7 @@ PARADIGMS: tuple[str, ...] = (
 #: top-level keys of the primary config a generation run reads
 RUN_KEYS = frozenset(
     {
+        "task",
         "output_root",
         "sweep_name",
         "system_id",
@@ -108,24 +109,6 @@ def derived_system_id(cfg: Mapping[str, Any]) -> str:
     return "-".join(names) or "empty"
 
 
-def check_produces(cls: type) -> frozenset[str]:
-    """A backbone's ``produces``: a non-empty subset of text/image/speech that includes text."""
-    produces = getattr(cls, "produces", None)
-    if not isinstance(produces, frozenset | set) or not produces:
-        raise ConfigError(
-            f"{cls.__name__}.produces must be a non-empty frozenset of"
-            f" {sorted(BACKBONE_MODALITIES)}"
-        )
-    unknown = set(produces) - BACKBONE_MODALITIES
-    if unknown:
-        raise ConfigError(f"{cls.__name__}.produces has unknown modalities {sorted(unknown)}")
-    if "text" not in produces:
-        raise ConfigError(
-            f"{cls.__name__}.produces lacks 'text': nothing else can write the narration"
-        )
-    return frozenset(produces)
-
-
 def _names(registry: Any, kind: str) -> str:
     return ", ".join(registry.names(kind)) or "none installed"
 
@@ -139,14 +122,14 @@ def resolve_system(cfg: Mapping[str, Any], registry: Any) -> SystemPlan:
     if unused:
         raise ConfigError(
             f"config key(s) {', '.join(unused)} are not used by a generation run (it reads"
-            f" planner, backbone, image, tts, dataset, engine, evaluation); metrics and judges"
-            " are chosen with evaluation.metrics / evaluation.judges or `omnistory evaluate`"
+            " task, planner, backbone, image, tts, dataset, engine, evaluation); metrics and"
+            " judges are chosen with evaluation.metrics / evaluation.judges or `omnistory evaluate`"
         )
     specs: dict[str, dict[str, Any]] = {}
     if chosen(cfg.get("backbone")):
         backbone = cfg["backbone"]
         cls = registry.component("backbone", str(backbone["name"]))
-        produces = check_produces(cls)
+        produces = frozenset(cls.produces)  # checked when the backbone registered
         name = cls.name
         if explicit(cfg.get("planner")):
             raise ConfigError(

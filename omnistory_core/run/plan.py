@@ -4,7 +4,7 @@ In a sweep each job writes its keys to ``<job dir>/dry_run.json`` and the sweep 
 (:mod:`omnistory_core.run.sweep`) merges them into ``<sweep dir>/sweep_plan.json`` and prints the
 table; a single run writes and prints its own.  The planning itself is
 :mod:`omnistory_core.engine.dryrun`; with ``evaluation.metrics`` / ``judges`` set, the sweep's
-plan also has a row per evaluator, planned by :mod:`omnistory_core.evaluation.plan` (a single run
+plan also has a row per evaluator, planned by :mod:`omnistory_eval.plan` (a single run
 does not evaluate, and its plan says so).
 """
 
@@ -24,7 +24,7 @@ log = logging.getLogger("omnistory")
 
 def plan_settings(cfg: DictConfig) -> Any:
     from omnistory_core.engine.dryrun import PlanSettings
-    from omnistory_core.engine.job import ConfigError
+    from omnistory_core.errors import ConfigError
 
     node = cfg.engine.get("plan")
     plain = OmegaConf.to_container(node, resolve=True) if node is not None else {}
@@ -137,7 +137,7 @@ def evaluation_note(cfg: DictConfig) -> list[str]:
 
 def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
     """End of a dry-run sweep: merge the jobs' keys, plan the end-of-sweep evaluation when
-    ``evaluation.metrics`` / ``judges`` are set (:mod:`omnistory_core.evaluation.plan`), write
+    ``evaluation.metrics`` / ``judges`` are set (:mod:`omnistory_eval.plan`), write
     ``sweep_plan.json``, print the table.  Returns 2 when the evaluation could not start as
     configured (an unknown evaluator, a bad setting: one line, nothing written), 1 when a job
     failed (its ``job_error.json``), else 0."""
@@ -150,7 +150,7 @@ def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
         render_plan,
         write_plan,
     )
-    from omnistory_core.engine.job import ConfigError
+    from omnistory_core.errors import ConfigError
 
     failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
     try:
@@ -160,11 +160,15 @@ def finish_dry_run(config: DictConfig, sweep_dir: Path) -> int:
     plan = merge_plans(read_job_plans(sweep_dir), settings)
     evaluation = evaluation_settings(config)
     if evaluation is not None:
-        from omnistory_core.evaluation.plan import EvaluationPlanError, plan_sweep_evaluation
+        from omnistory_core.plugins import load_plugins
 
         try:
-            planned = plan_sweep_evaluation(sweep_dir, settings=settings, **evaluation)
-        except EvaluationPlanError as exc:
+            planned = (
+                load_plugins()
+                .evaluation_service()
+                .plan(sweep_dir, evaluation=evaluation, settings=settings)
+            )
+        except ConfigError as exc:
             (sweep_dir / PLAN_FILE).unlink(missing_ok=True)  # no plan rather than a stale one
             print(f"omnistory: error: evaluation: {exc}", file=sys.stderr)
             return 2

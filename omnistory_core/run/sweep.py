@@ -58,15 +58,15 @@ class SweepCallback(Callback):  # type: ignore[misc]
 
     def _start(self, config: DictConfig) -> None:
         from omnistory_core.data.cache import dataset_spec, load_examples
-        from omnistory_core.evaluation.evaluators import check_evaluator_names
+        from omnistory_core.plugins import load_plugins
 
         install_log_filter()
         load_examples(dataset_spec(config))  # raises DatasetError before any generation
         evaluation = config.get("evaluation") or {}
-        check_evaluator_names(  # a typo here must not cost a whole sweep first
-            [str(m) for m in evaluation.get("metrics") or []],
-            [str(j) for j in evaluation.get("judges") or []],
-        )
+        metrics = [str(m) for m in evaluation.get("metrics") or []]
+        judges = [str(j) for j in evaluation.get("judges") or []]
+        if metrics or judges:  # a typo here must not cost a whole sweep first
+            load_plugins().evaluation_service().check(metrics, judges)
         if bool(config.engine.get("dry_run", False)):
             from omnistory_core.engine.dryrun import clear_job_plans
 
@@ -121,8 +121,7 @@ def _user_errors_stop_the_sweep() -> Iterator[None]:
     """Hydra turns an exception of a callback into a warning and goes on (exit 0): a bad
     dataset or evaluator is one clear line and exit 2 instead."""
     from omnistory_core.data import DatasetError
-    from omnistory_core.errors import ConfigError
-    from omnistory_core.plugins import PluginError
+    from omnistory_core.errors import ConfigError, PluginError
 
     try:
         yield
@@ -165,41 +164,30 @@ def start_progress_view(config: DictConfig) -> Any:
 
 
 def finish_sweep(config: DictConfig, run_dir: Path) -> int:
-    """End of a sweep: evaluation (if configured), then the report from whatever is scored.
-    Returns the evaluation's exit status (2: its pre-flight stopped it, 1: 'error' rows remain)."""
+    """End of a sweep: evaluation (if configured), then every ``sweep_finished`` hook (the
+    report distribution builds the report from whatever is scored).  Returns the worst exit
+    status (2: the evaluation's pre-flight stopped it, 1: 'error' rows remain)."""
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.seams import REPORT_DISTRIBUTION
+
     # a DictConfig becomes a dict
     evaluation = cast(dict[str, Any], OmegaConf.to_container(config.evaluation, resolve=True))
     metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
-    scores = run_dir / "scores.jsonl"
+    registry = load_plugins()
     status = 0
     if metrics or judges:
-        from omnistory_core.evaluation.command import evaluate_and_summarize
-
         # pre-flight problems or remaining 'error' rows fail the sweep, after its report
-        status, _ = evaluate_and_summarize(
-            run_dir,
-            metrics=metrics,
-            judges=judges,
-            overrides=list(evaluation.get("overrides") or []),
-            progress_enabled=bool(config.engine.progress),
-            allow_partial=bool(evaluation.get("allow_partial", False)),
+        status = registry.evaluation_service().run(
+            run_dir, evaluation=evaluation, progress=bool(config.engine.progress)
         )
-        log.info("scores: %s", scores)
-    if evaluation.get("report", True):
-        from omnistory_core.report.command import build_report
-
-        try:
-            out = build_report(
-                scores, run_dir / "report", run_dir=run_dir, print_table=bool(metrics or judges)
-            )
-        except Exception:  # the sweep's outputs are complete; only the report is missing
-            log.exception(
-                "building the report failed; the sweep outputs are complete. Rebuild it with "
-                "`python -m omnistory_core report --scores %s --out %s --run-dir %s`",
-                scores,
-                run_dir / "report",
-                run_dir,
-            )
-        else:
-            log.info("report: %s", out / "index.html")
+    if registry.has_sweep_finished():
+        status = max(status, registry.sweep_finished(run_dir, config))
+    elif evaluation.get("report", True):
+        log.info(
+            "no report: install %s (pip install ./plugins/%s from a checkout) and run "
+            "`python -m omnistory_core report --run-dir %s`",
+            REPORT_DISTRIBUTION,
+            REPORT_DISTRIBUTION,
+            run_dir,
+        )
     return status

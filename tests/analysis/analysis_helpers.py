@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from omnistory_core.analysis import build_cube, frame_from_rows
-from omnistory_core.analysis.cube import ScoreCube
-from omnistory_core.evaluation.scores import ScoreRow
+from omnistory_report.analysis import build_cube, frame_from_rows
+from omnistory_report.analysis.cube import ScoreCube
+
+from omnistory_core.scores import ScoreRow
 
 CRITERIA = ("c1", "c2", "c3", "c4")
 SPEECH_FIELDS = ("emotion", "speed", "pitch", "gender")

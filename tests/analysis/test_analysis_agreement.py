@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysis_helpers import bert, clip, cube_of, judge, meta
-
-from omnistory_core.analysis.agreement import (
+from omnistory_report.analysis.agreement import (
     default_panels,
     judge_calibration,
     judge_item_agreement,

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from omnistory_core.analysis import build_cube, leaderboard, modality_frame
-from omnistory_core.analysis.bootstrap import (
+from omnistory_report.analysis import build_cube, leaderboard, modality_frame
+from omnistory_report.analysis.bootstrap import (
     correlation_intervals,
     multiplicities,
     paired_bootstrap,
     pairwise_differences,
     total_intervals,
 )
-from omnistory_core.analysis.correlations import holm, partial_correlation, pearson
-from omnistory_core.analysis.frame import column_values
-from omnistory_core.analysis.synthetic import synthetic_scores
+from omnistory_report.analysis.correlations import holm, partial_correlation, pearson
+from omnistory_report.analysis.frame import column_values
+from omnistory_report.analysis.synthetic import synthetic_scores
 
 
 def _cube(n_systems=4, n_examples=40, judges=2, seed=0, invalid_rate=0.05):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from omnistory_core.analysis.bottleneck import (
+from omnistory_report.analysis.bottleneck import (
     bottleneck_diagnostics,
     bottom_cutoff_sensitivity,
     quantile_linear,

@@ -7,21 +7,21 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_helpers import cube_of, judge, meta
-
-from omnistory_core.analysis.automatic import (
+from omnistory_report.analysis.automatic import (
     bertscore_text_judge_agreement,
     speech_accuracy_table,
     speech_field_accuracy,
 )
-from omnistory_core.analysis.categories import (
+from omnistory_report.analysis.categories import (
     category_diagnostics,
     category_partials,
     integrated_correlations,
     paradigm_category_means,
 )
-from omnistory_core.analysis.dreamsim import dreamsim_correlations, dreamsim_per_system
-from omnistory_core.analysis.leaderboard import criterion_scores
-from omnistory_core.evaluation.scores import ScoreRow
+from omnistory_report.analysis.dreamsim import dreamsim_correlations, dreamsim_per_system
+from omnistory_report.analysis.leaderboard import criterion_scores
+
+from omnistory_core.scores import ScoreRow
 
 
 def _omni_categories():

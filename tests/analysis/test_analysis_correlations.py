@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
-
-from omnistory_core.analysis.correlations import (
+from omnistory_report.analysis.correlations import (
     MODALITY_PARTIALS,
     batched_partial,
     correlation_matrix,
@@ -17,6 +15,7 @@ from omnistory_core.analysis.correlations import (
     pearson_table,
     residualize,
 )
+from scipy import stats
 
 
 @pytest.fixture

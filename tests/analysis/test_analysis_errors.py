@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 from analysis_helpers import bert, clip, cube_of, judge, meta
-
-from omnistory_core.analysis.bootstrap import paired_bootstrap
-from omnistory_core.analysis.leaderboard import (
+from omnistory_report.analysis.bootstrap import paired_bootstrap
+from omnistory_report.analysis.leaderboard import (
     cell_means,
     incomplete_columns,
     judge_coverage,

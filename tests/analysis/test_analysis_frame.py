@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from analysis_helpers import bert, cube_of, judge
+from omnistory_report.analysis import build_cube, load_scores_frame
+from omnistory_report.analysis.synthetic import synthetic_scores, write_scores_frame
 
-from omnistory_core.analysis import build_cube, load_scores_frame
-from omnistory_core.analysis.synthetic import synthetic_scores, write_scores_frame
-from omnistory_core.evaluation.scores import read_scores, write_scores
+from omnistory_core.scores import read_scores, write_scores
 
 GOOD = {
     "system": "s",

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_helpers import bert, clip, cube_of, judge, meta
-
-from omnistory_core.analysis import (
+from omnistory_report.analysis import (
     LEADERBOARD_COLUMNS,
     criterion_scores,
     judge_coverage,

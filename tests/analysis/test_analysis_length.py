@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from analysis_helpers import bert, cube_of, judge
-
-from omnistory_core.analysis.length import (
+from omnistory_report.analysis.length import (
     length_correlations,
     length_per_system,
     narration_length,

@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_helpers import cube_of, judge
-
-from omnistory_core.analysis.leaderboard import COMPONENTS
-from omnistory_core.analysis.length_controls import (
+from omnistory_report.analysis.leaderboard import COMPONENTS
+from omnistory_report.analysis.length_controls import (
     LengthControls,
     length_variant_rows,
     quantile_bins,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from omnistory_core.analysis import StatisticsOptions, build_cube, compute_statistics, leaderboard
-from omnistory_core.analysis.frame import _normalise
-from omnistory_core.analysis.paper_tables import (
+from omnistory_report.analysis import StatisticsOptions, build_cube, compute_statistics, leaderboard
+from omnistory_report.analysis.frame import _normalise
+from omnistory_report.analysis.paper_tables import (
     NO_HUMAN,
     NO_LENGTHS,
     NO_PARADIGMS,
@@ -16,7 +15,7 @@ from omnistory_core.analysis.paper_tables import (
     PAPER_TABLES,
     compute_paper_tables,
 )
-from omnistory_core.analysis.synthetic import synthetic_scores
+from omnistory_report.analysis.synthetic import synthetic_scores
 
 OPTIONS = StatisticsOptions(draws=50, weight_draws=50)
 STRING_COLUMNS = ["system", "example_id", "kind", "track", "evaluator", "criterion", "status"]

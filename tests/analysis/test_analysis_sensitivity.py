@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from omnistory_core.analysis.leaderboard import COMPONENTS
-from omnistory_core.analysis.sensitivity import (
+from omnistory_report.analysis.leaderboard import COMPONENTS
+from omnistory_report.analysis.sensitivity import (
     aggregation_variants,
     covariance_shares,
     weight_sweep,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from omnistory_core.analysis import (
+from omnistory_report.analysis import (
     StatisticsOptions,
     build_cube,
     compute_statistics,
     leaderboard,
 )
-from omnistory_core.analysis.frame import column_values
-from omnistory_core.analysis.synthetic import synthetic_scores
+from omnistory_report.analysis.frame import column_values
+from omnistory_report.analysis.synthetic import synthetic_scores
 
 PARADIGMS = ("orchestration", "semi-orchestration", "any-to-any", "baseline")
 OPTIONS = StatisticsOptions(draws=200, weight_draws=300)
@@ -103,7 +102,7 @@ def test_excluded_systems_stay_only_in_descriptive_tables():
 def test_supplementary_metrics_table():
     from analysis_helpers import bert, cube_of
 
-    from omnistory_core.evaluation.scores import ScoreRow
+    from omnistory_core.scores import ScoreRow
 
     rows = [
         bert("a", "e1", 0.8),

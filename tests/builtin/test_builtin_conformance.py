@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from omnistory_testkit import check_component
 
 from omnistory_core.builtin import espeak_tts, images, noop_backbone, noop_tts, planners
-from omnistory_core.testing import check_component
 
 BUILTINS = [
     *planners.PLANNERS,

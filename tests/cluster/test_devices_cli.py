@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from omnistory_testing import run_cli
-
-from omnistory_core.testing.standins import make_standin_site
+from omnistory_testkit.standins import make_standin_site
 
 LIMIT = 4
 GRID = ("-m", "planner=claude", "image=kontext,dev", "tts=parler,voxcpm")
@@ -222,7 +221,7 @@ def _fake_vllm(root: Path) -> Path:
         f"#!{sys.executable}\nimport os, sys\n"
         f"open({str(root / 'vllm-devices.txt')!r}, 'a').write("
         "os.environ.get('CUDA_VISIBLE_DEVICES', '') + '\\n')\n"
-        "from omnistory_core.planning.testing import main\nsys.exit(main())\n"
+        "from omnistory_testkit.servers import main\nsys.exit(main())\n"
     )
     exe.chmod(0o755)
     return exe

@@ -18,7 +18,6 @@ from omnistory_core.contract import Failure
 from omnistory_core.data import load_demo
 from omnistory_core.engine.failures import (
     ComponentUnavailable,
-    ConfigError,
     MissingOutputs,
     NothingProduced,
     check_missing,
@@ -30,6 +29,7 @@ from omnistory_core.engine.job import run_job
 from omnistory_core.engine.outputs import failure_summary, materialize
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
 from omnistory_core.engine.store import Store
+from omnistory_core.errors import ConfigError
 
 PACKAGE = "omnistory_failures_test_pkg"
 COMPONENT = """

@@ -12,9 +12,10 @@ from omnistory_core.builtin.images import CopyImage, NoopImage
 from omnistory_core.builtin.noop_tts import NoopTTS
 from omnistory_core.components import ImageExpert, Planner, PlannerResponse
 from omnistory_core.data import load_demo
-from omnistory_core.engine.job import ConfigError, build_component, run_job
+from omnistory_core.engine.job import build_component, run_job
 from omnistory_core.engine.outputs import materialize
 from omnistory_core.engine.store import Store
+from omnistory_core.errors import ConfigError
 from omnistory_core.plugins import load_plugins
 
 VALID = {

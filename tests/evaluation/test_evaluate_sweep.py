@@ -8,11 +8,11 @@ import json
 import threading
 from pathlib import Path
 
+from omnistory_eval.judges import CRITERIA
 from omnistory_testing import copy_run, run_cli
+from omnistory_testkit import LocalChatServer, Reply
 
-from omnistory_core.evaluation.judges import CRITERIA
-from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
-from omnistory_core.evaluation.scores import read_scores
+from omnistory_core.scores import read_scores
 
 N = 4
 JUDGE = "text-qwen3-30b-a3b"

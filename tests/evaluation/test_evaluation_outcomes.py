@@ -8,17 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from omnistory_core.engine.store import CallRecord, Store
-from omnistory_core.evaluation.judges.backends.base import Generation
-from omnistory_core.evaluation.judges.judge import Qwen3TextJudge, result_from_generation
-from omnistory_core.evaluation.judges.specs import JUDGE_SPECS
-from omnistory_core.evaluation.outcomes import (
+from omnistory_eval.judges.backends.base import Generation
+from omnistory_eval.judges.judge import Qwen3TextJudge, result_from_generation
+from omnistory_eval.judges.specs import JUDGE_SPECS
+from omnistory_eval.outcomes import (
     EvaluatorUnavailable,
     failure_error_cause,
     record_error_cause,
 )
-from omnistory_core.evaluation.runner import ResultStore, rows_for
+from omnistory_eval.runner import ResultStore, rows_for
+
+from omnistory_core.engine.store import CallRecord, Store
 
 SPEC = JUDGE_SPECS["text-qwen3-30b-a3b"]
 
@@ -127,8 +127,8 @@ def test_answers_awaiting_repair_are_errors_until_repaired() -> None:
 
 def test_unreachable_server_fails_the_remaining_requests_at_once() -> None:
     pytest.importorskip("openai")
-    from omnistory_core.evaluation.judges.backends.openai_compat import OpenAICompatibleBackend
-    from omnistory_core.evaluation.judges.render import render_prompt
+    from omnistory_eval.judges.backends.openai_compat import OpenAICompatibleBackend
+    from omnistory_eval.judges.render import render_prompt
 
     item = {
         "current_text": "a",
@@ -151,7 +151,7 @@ def test_unreachable_server_fails_the_remaining_requests_at_once() -> None:
 
 
 def test_speech_meta_machinery_failure_is_an_error_not_an_invalid_field() -> None:
-    from omnistory_core.evaluation.metrics.speech_meta import SpeechMetaMetric
+    from omnistory_eval.metrics.speech_meta import SpeechMetaMetric
 
     metric = SpeechMetaMetric()
     wave = np.sin(np.linspace(0, 400 * np.pi, 16000)).astype(np.float32)
@@ -168,7 +168,7 @@ def test_cache_first_loads_offline_without_asking_an_unreachable_hub(monkeypatch
     pytest.importorskip("huggingface_hub")
     from huggingface_hub import constants
 
-    from omnistory_core import hub
+    from omnistory_core.kit import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
@@ -203,7 +203,7 @@ def test_cache_first_loads_offline_without_asking_an_unreachable_hub(monkeypatch
 
 
 def test_preflight_reports_every_problem_of_an_evaluator(monkeypatch) -> None:
-    from omnistory_core.evaluation.preflight import preflight
+    from omnistory_eval.preflight import preflight
 
     monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
     url = f"http://127.0.0.1:{_closed_port()}/v1"
@@ -226,8 +226,8 @@ def test_any_component_can_load_cache_first(monkeypatch, tmp_path):
     pytest.importorskip("huggingface_hub")
     from huggingface_hub import constants
 
-    from omnistory_core import hub
     from omnistory_core.components import ImageExpert
+    from omnistory_core.kit import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
@@ -254,7 +254,7 @@ def test_hub_probe_tells_a_hub_answer_from_a_gateway_standing_in(monkeypatch, st
     import http.server
     import threading
 
-    from omnistory_core import hub
+    from omnistory_core.kit import hub
 
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_HEAD(self) -> None:  # noqa: N802 - the http.server protocol
@@ -279,7 +279,7 @@ def test_hub_probe_tells_a_hub_answer_from_a_gateway_standing_in(monkeypatch, st
 
 
 def test_offline_reason_names_the_variable_that_is_set(monkeypatch) -> None:
-    from omnistory_core import hub
+    from omnistory_core.kit import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

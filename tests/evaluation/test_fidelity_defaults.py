@@ -16,22 +16,22 @@ import sys
 import types
 
 import pytest
-
-from omnistory_core.components import ComponentError
-from omnistory_core.evaluation.judges import PAPER_JUDGES
-from omnistory_core.evaluation.judges.backends.vllm_offline import (
+from omnistory_eval.judges import PAPER_JUDGES
+from omnistory_eval.judges.backends.vllm_offline import (
     PAPER_SWAP_SPACE_GIB,
     VLLMOfflineBackend,
     engine_accepts,
     engine_arguments,
 )
-from omnistory_core.evaluation.judges.specs import JUDGE_SPECS, REPAIR_SPEC
-from omnistory_core.evaluation.metrics.speech_meta import SpeechMetaMetric
-from omnistory_core.evaluation.speech_analysis import (
+from omnistory_eval.judges.specs import JUDGE_SPECS, REPAIR_SPEC
+from omnistory_eval.metrics.speech_meta import SpeechMetaMetric
+from omnistory_eval.speech_analysis import (
     EMOTION_SOURCE_LABELS,
     canonical_distribution,
     ensemble_emotion,
 )
+
+from omnistory_core.components import ComponentError
 from omnistory_core.params import ParamError
 
 needs_ffmpeg = pytest.mark.skipif(
@@ -67,15 +67,14 @@ def test_path_and_array_input_give_the_same_transcript_on_16khz_pcm(tmp_path):
     """The pipeline's ffmpeg decode of a 16 kHz 16-bit WAV is the librosa signal, sample for
     sample, so Whisper's transcript and word timestamps (hence the speed label) are the same."""
     import numpy as np
-    from transformers.pipelines.audio_utils import ffmpeg_read
-
-    from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps
-    from omnistory_core.evaluation.metrics.testing import (
+    from omnistory_eval.metrics.asr import WhisperWordTimestamps
+    from omnistory_eval.speech_analysis import load_speech
+    from omnistory_testkit.metric_checkpoints import (
         build_tiny_whisper,
         synthetic_voice,
         write_wav,
     )
-    from omnistory_core.evaluation.speech_analysis import load_speech
+    from transformers.pipelines.audio_utils import ffmpeg_read
 
     wav = write_wav(tmp_path / "v.wav", synthetic_voice(180.0, 2.5, syllables_per_second=4))
     full = load_speech(wav)[0]

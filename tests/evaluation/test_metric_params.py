@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omnistory_eval.metrics.bertscore import BERTScoreMetric
+from omnistory_eval.metrics.clip import CLIPMetric
+from omnistory_eval.metrics.speech_meta import SpeechMetaMetric
 
-from omnistory_core.evaluation.metrics.bertscore import BERTScoreMetric
-from omnistory_core.evaluation.metrics.clip import CLIPMetric
-from omnistory_core.evaluation.metrics.speech_meta import SpeechMetaMetric
 from omnistory_core.params import ParamError, config_node
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "metric"

@@ -7,9 +7,10 @@ import pytest
 pytest.importorskip("bert_score")
 pytest.importorskip("transformers")
 
+from omnistory_eval.metrics.bertscore import BERTScoreMetric  # noqa: E402
+from omnistory_testkit.metric_checkpoints import build_tiny_roberta  # noqa: E402
+
 from omnistory_core.components import ComponentError  # noqa: E402
-from omnistory_core.evaluation.metrics.bertscore import BERTScoreMetric  # noqa: E402
-from omnistory_core.evaluation.metrics.testing import build_tiny_roberta  # noqa: E402
 
 PAIRS = [
     ("Mina saw a little boat on the river.", "The fox ran to the river and saw a boat."),

@@ -10,11 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from omnistory_eval.metrics.clip import CLIPMetric, image_features  # noqa: E402
+from omnistory_testkit.metric_checkpoints import build_tiny_clip  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from omnistory_core.components import ComponentError, Media  # noqa: E402
-from omnistory_core.evaluation.metrics.clip import CLIPMetric, image_features  # noqa: E402
-from omnistory_core.evaluation.metrics.testing import build_tiny_clip  # noqa: E402
 
 
 @pytest.fixture(scope="module")

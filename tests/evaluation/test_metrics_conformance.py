@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from omnistory_core.evaluation.metrics.clip import CLIPMetric  # noqa: E402
-from omnistory_core.evaluation.metrics.testing import build_tiny_clip  # noqa: E402
-from omnistory_core.testing import check_component  # noqa: E402
-from omnistory_core.testing.checkpoints import OFFLINE_ENV  # noqa: E402
+from omnistory_eval.metrics.clip import CLIPMetric  # noqa: E402
+from omnistory_testkit import check_component  # noqa: E402
+from omnistory_testkit.checkpoints import OFFLINE_ENV  # noqa: E402
+from omnistory_testkit.metric_checkpoints import build_tiny_clip  # noqa: E402
 
 
 def test_clip_keeps_the_evaluator_contract(tmp_path, monkeypatch) -> None:

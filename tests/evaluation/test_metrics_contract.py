@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omnistory_eval.metrics import METRICS
 
 from omnistory_core.components import EVALUATION_INPUTS, Metric
-from omnistory_core.evaluation.metrics import METRICS
-from omnistory_core.evaluation.scores import TRACKS
+from omnistory_core.scores import TRACKS
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "metric"
 EXPECTED = {
@@ -46,7 +46,7 @@ def test_shipped_yaml_matches_the_class(cls):
 
 def test_importing_the_metrics_loads_no_heavy_stack():
     code = (
-        "import sys, omnistory_core.evaluation.metrics, omnistory_core.evaluation.speech_analysis;"
+        "import sys, omnistory_eval.metrics, omnistory_eval.speech_analysis;"
         "print([m for m in ('torch', 'transformers', 'librosa', 'bert_score', 'numpy')"
         " if m in sys.modules])"
     )

@@ -28,14 +28,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("librosa")
 
-from omnistory_core.components import ComponentError, Media  # noqa: E402
-from omnistory_core.evaluation import speech_analysis as sm  # noqa: E402
-from omnistory_core.evaluation.metrics import emotion_backends  # noqa: E402
-from omnistory_core.evaluation.metrics.age_gender import AgeGenderClassifier  # noqa: E402
-from omnistory_core.evaluation.metrics.asr import WhisperWordTimestamps  # noqa: E402
-from omnistory_core.evaluation.metrics.emotion import EmotionEnsemble  # noqa: E402
-from omnistory_core.evaluation.metrics.speech_meta import SpeechMetaMetric  # noqa: E402
-from omnistory_core.evaluation.metrics.testing import (  # noqa: E402
+from omnistory_eval import speech_analysis as sm  # noqa: E402
+from omnistory_eval.metrics import emotion_backends  # noqa: E402
+from omnistory_eval.metrics.age_gender import AgeGenderClassifier  # noqa: E402
+from omnistory_eval.metrics.asr import WhisperWordTimestamps  # noqa: E402
+from omnistory_eval.metrics.emotion import EmotionEnsemble  # noqa: E402
+from omnistory_eval.metrics.speech_meta import SpeechMetaMetric  # noqa: E402
+from omnistory_testkit.metric_checkpoints import (  # noqa: E402
     build_tiny_age_gender,
     build_tiny_hubert_er,
     build_tiny_whisper,
@@ -43,6 +42,8 @@ from omnistory_core.evaluation.metrics.testing import (  # noqa: E402
     tiny_speech_meta_params,
     write_wav,
 )
+
+from omnistory_core.components import ComponentError, Media  # noqa: E402
 
 REF = {
     "utterance": "Look, a boat!",
@@ -97,9 +98,8 @@ def batch_results(metric, wavs):
 
 
 def test_age_gender_architecture_round_trips_every_weight(models):
+    from omnistory_eval.metrics._age_gender_nn import AgeGenderModel
     from safetensors.torch import load_file
-
-    from omnistory_core.evaluation.metrics._age_gender_nn import AgeGenderModel
 
     saved = load_file(str(models["age_gender"] / "model.safetensors"))
     assert {k.split(".")[0] for k in saved} == {"wav2vec2", "age", "gender"}
@@ -224,7 +224,7 @@ def test_worker_with_a_missing_interpreter_is_skipped(models, tmp_path):
 
 
 def test_worker_that_never_answers_times_out(tmp_path):
-    from omnistory_core.evaluation.metrics.emotion import WorkerMember
+    from omnistory_eval.metrics.emotion import WorkerMember
 
     hang = tmp_path / "hang.sh"
     hang.write_text("#!/bin/sh\nsleep 30\n")
@@ -477,7 +477,7 @@ def test_three_member_ensemble_with_speechbrain_and_emotion2vec_workers(models, 
         [
             SPEECH_PYTHON,
             "-c",
-            "import sys; from omnistory_core.evaluation.metrics import testing as t;"
+            "import sys; from omnistory_eval.metrics import testing as t;"
             "t.build_speechbrain_iemocap_standin(sys.argv[1]);"
             " t.build_tiny_emotion2vec(sys.argv[2])",
             str(tmp_path / "sb"),

@@ -8,9 +8,8 @@ import math
 
 import numpy as np
 import pytest
-
-from omnistory_core.evaluation import speech_analysis as sm
-from omnistory_core.evaluation.metrics.testing import synthetic_voice, write_wav
+from omnistory_eval import speech_analysis as sm
+from omnistory_testkit.metric_checkpoints import synthetic_voice, write_wav
 
 needs_librosa = pytest.mark.skipif(
     importlib.util.find_spec("librosa") is None,

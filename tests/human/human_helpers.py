@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omnistory_eval.judges.rubric import CRITERIA
+from omnistory_report.human.labelstudio import CONTROLS
+
 from omnistory_core.data.demo import load_demo
-from omnistory_core.evaluation.judges.rubric import CRITERIA
-from omnistory_core.evaluation.scores import ScoreRow, write_scores
-from omnistory_core.human.labelstudio import CONTROLS
+from omnistory_core.scores import ScoreRow, write_scores
 
 TRACKS = ("text", "image", "speech", "omni")
 # system -> paradigm (O is an oracle: left out of the study)

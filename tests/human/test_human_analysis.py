@@ -7,18 +7,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from omnistory_core.analysis.cube import build_cube
-from omnistory_core.analysis.frame import frame_from_rows, load_scores_frame
-from omnistory_core.analysis.human import (
+from omnistory_eval.judges.rubric import CRITERIA
+from omnistory_report.analysis.cube import build_cube
+from omnistory_report.analysis.frame import frame_from_rows, load_scores_frame
+from omnistory_report.analysis.human import (
     HumanStudy,
     human_tables,
     krippendorff_alpha,
     split_human,
 )
-from omnistory_core.analysis.leaderboard import leaderboard
-from omnistory_core.evaluation.judges.rubric import CRITERIA
-from omnistory_core.evaluation.scores import ScoreRow, write_scores
+from omnistory_report.analysis.leaderboard import leaderboard
+
+from omnistory_core.scores import ScoreRow, write_scores
 
 NAN = math.nan
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", the 4 coders x 12 units
@@ -126,8 +126,9 @@ def test_import_of_a_real_label_studio_export(tmp_path) -> None:
     """An export written by Label Studio 1.23.2 itself (project from `human export`'s
     project.json, tasks.json imported through the API, 7 tasks rated, 1 skipped; the item HTML is
     left out of the fixture)."""
-    from omnistory_core.evaluation.scores import read_scores
-    from omnistory_core.human.import_ import import_ratings
+    from omnistory_report.human.import_ import import_ratings
+
+    from omnistory_core.scores import read_scores
 
     data = Path(__file__).parent / "data"
     scores = tmp_path / "scores.jsonl"

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 from human_helpers import Study, rating_result, synthetic_export
-
-from omnistory_core.human.export import export_run
-from omnistory_core.human.labelstudio import CONTROLS
-from omnistory_core.testing import run_cli
+from omnistory_report.human.export import export_run
+from omnistory_report.human.labelstudio import CONTROLS
+from omnistory_testkit import run_cli
 
 
 def _set_rating(tasks: list[dict[str, Any]], value: Any) -> str:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from human_helpers import SYSTEMS, Study, synthetic_export
+from omnistory_eval.judges.rubric import CRITERIA
+from omnistory_report.command import build_report
+from omnistory_report.human.labelstudio import CONTROLS
+from omnistory_testkit import run_cli
 
-from omnistory_core.evaluation.judges.rubric import CRITERIA
-from omnistory_core.evaluation.scores import read_scores
-from omnistory_core.human.labelstudio import CONTROLS
-from omnistory_core.report.command import build_report
-from omnistory_core.testing import run_cli
+from omnistory_core.scores import read_scores
 
 
 def _export(study: Study, *extra: str) -> Path:

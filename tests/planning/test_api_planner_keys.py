@@ -6,9 +6,9 @@ hand-written check), for the first demo example: same key, same stored plans."""
 from __future__ import annotations
 
 import pytest
+from omnistory_testkit import demo_planner_items
 
 from omnistory_core.engine.stage import item_key
-from omnistory_core.planning.testing import demo_planner_items
 
 CUSTOM = {"seed": 3, "temperature": 0.5, "max_tokens": 100, "batch_size": 8, "max_concurrency": 2}
 KEYS = {
@@ -56,6 +56,6 @@ def test_declared_planner_refuses_a_bad_value_naming_the_key():
         module.GPTPlanner(max_tokens=0)
     with pytest.raises(ConfigError, match="did you mean reasoning_efort -> reasoning_effort"):
         module.GPTPlanner(reasoning_efort="low")
-    from omnistory_core.planning.base import VLMPlanner
+    from omnistory_core.kit.planning.base import VLMPlanner
 
     assert VLMPlanner.parameters is None  # subclasses with param_defaults only keep working

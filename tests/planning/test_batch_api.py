@@ -1,4 +1,4 @@
-"""omnistory_core.batch_api: custom ids, the ledger, the price, and the loop over the real openai
+"""omnistory_core.kit.batches: custom ids, the ledger, the price, and the loop over the real openai
 SDK against the local server's Files + Batches routes (unknown batches, an unreachable server)."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import json
 import re
 
 import pytest
+from omnistory_testkit import BatchFate, FakeServer
 
-from omnistory_core.batch_api import (
+from omnistory_core.engine.failures import should_recompute
+from omnistory_core.kit.batches import (
     BATCH_DISCOUNT,
     BatchLedger,
     BatchSettings,
@@ -18,10 +20,8 @@ from omnistory_core.batch_api import (
     retrying,
     run_batches,
 )
-from omnistory_core.engine.failures import should_recompute
-from omnistory_core.planning.usage import parse_price_table, usage_record
-from omnistory_core.retry import RetryPolicy, classify_api_error
-from omnistory_core.testing import BatchFate, FakeServer
+from omnistory_core.kit.planning.usage import parse_price_table, usage_record
+from omnistory_core.kit.retry import RetryPolicy, classify_api_error
 
 openai = pytest.importorskip("openai")
 

@@ -1,7 +1,7 @@
 """VLMPlanner: parameters, cache key, API key handling and the call flow.
 
 `UrllibPlanner` is a complete (if minimal) planner built on VLMPlanner that speaks OpenAI Chat
-Completions with urllib to the local RecordingServer, so the base class runs end to end without
+Completions with urllib to the local FakeServer, so the base class runs end to end without
 any SDK.
 """
 
@@ -12,15 +12,15 @@ import urllib.error
 import urllib.request
 
 import pytest
+from omnistory_testkit import FakeServer, Reply, demo_planner_items
 
 from omnistory_core.components import ComponentError, PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.engine.stage import item_key
+from omnistory_core.kit.planning.base import PlannerConfigError, VLMPlanner
+from omnistory_core.kit.planning.messages import openai_chat_messages
+from omnistory_core.kit.planning.replies import ModelReply
 from omnistory_core.plan_schema import parse_plan
-from omnistory_core.planning.base import PlannerConfigError, VLMPlanner
-from omnistory_core.planning.messages import openai_chat_messages
-from omnistory_core.planning.replies import ModelReply
-from omnistory_core.planning.testing import RecordingServer, Reply, demo_planner_items
 
 CANARY_VAR = "OMNI_BASE_TEST_CANARY"
 CANARY = "canary-base-7f3e9a1c"
@@ -70,7 +70,7 @@ def canary(monkeypatch):
 
 @pytest.fixture
 def server():
-    with RecordingServer(usage=(300, 40)) as srv:
+    with FakeServer(usage=(300, 40)) as srv:
         yield srv
 
 

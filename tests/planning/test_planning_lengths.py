@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from omnistory_core.planning.lengths import (
+from omnistory_core.kit.planning.lengths import (
     job_dirs,
     length_summary,
     main,

@@ -6,17 +6,17 @@ import base64
 import io
 
 import pytest
+from omnistory_testkit import demo_planner_items
 from PIL import Image
 
 from omnistory_core.components import Media
-from omnistory_core.planning.messages import (
+from omnistory_core.kit.planning.messages import (
     anthropic_messages,
     build_request,
     encode_image,
     openai_chat_messages,
 )
-from omnistory_core.planning.prompts import SYSTEM_PROMPT, get_variant
-from omnistory_core.planning.testing import demo_planner_items
+from omnistory_core.kit.planning.prompts import SYSTEM_PROMPT, get_variant
 
 
 def _save(tmp_path, name, fmt, size=(40, 20), mode="RGB"):

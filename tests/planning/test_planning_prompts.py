@@ -7,16 +7,16 @@ import json
 import re
 
 import pytest
+from omnistory_testkit import demo_planner_items
 
 from omnistory_core.contract import LABELS
-from omnistory_core.planning.prompts import (
+from omnistory_core.kit.planning.prompts import (
     PROMPT_VARIANTS,
     REFERENCE_NARRATION_CHARS,
     SYSTEM_PROMPT,
     get_variant,
     render_user_text,
 )
-from omnistory_core.planning.testing import demo_planner_items
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from omnistory_core.planning.retry import (
+from omnistory_core.kit.retry import (
     ErrorInfo,
     RetryPolicy,
     backoff_delay,

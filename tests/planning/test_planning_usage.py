@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnistory_core.planning.usage import Price, parse_price_table, usage_record
+from omnistory_core.kit.planning.usage import Price, parse_price_table, usage_record
 
 
 def test_cost_from_the_price_table():

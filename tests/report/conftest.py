@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from omnistory_core.contract import Page, Reference, SpeechTarget, StoryExample
-from omnistory_core.evaluation.scores import ScoreRow, write_scores
+from omnistory_core.scores import ScoreRow, write_scores
 
 RUBRIC = ("c1", "c2", "c3", "c4")
 JUDGES = {"text": ("tj1", "tj2"), "image": ("ij1", "ij2"), "speech": ("sj1",), "omni": ("oj1",)}

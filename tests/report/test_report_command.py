@@ -10,11 +10,16 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from omnistory_report.analysis import (
+    LEADERBOARD_COLUMNS,
+    build_cube,
+    leaderboard,
+    load_scores_frame,
+)
+from omnistory_report.command import build_report, main
 from PIL import Image
 
-from omnistory_core.analysis import LEADERBOARD_COLUMNS, build_cube, leaderboard, load_scores_frame
-from omnistory_core.evaluation.scores import ScoreRow, read_scores, write_scores
-from omnistory_core.report.command import build_report, main
+from omnistory_core.scores import ScoreRow, read_scores, write_scores
 
 FIGURES = (
     "fig3_total_ranking",

@@ -7,11 +7,10 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from omnistory_report import figures as fig
+from omnistory_report.analysis import LEADERBOARD_COLUMNS
+from omnistory_report.tables import format_value, markdown_table
 from PIL import Image
-
-from omnistory_core.analysis import LEADERBOARD_COLUMNS
-from omnistory_core.report import figures as fig
-from omnistory_core.report.tables import format_value, markdown_table
 
 
 def _lb() -> pd.DataFrame:

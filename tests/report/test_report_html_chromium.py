@@ -10,11 +10,10 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 from chromium_cdp import Chromium, chromium_binary
+from omnistory_report import figures
+from omnistory_report.command import build_report
+from omnistory_testkit import run_cli
 from PIL import Image
-
-from omnistory_core.report import figures
-from omnistory_core.report.command import build_report
-from omnistory_core.testing import run_cli
 
 pytestmark = pytest.mark.skipif(
     chromium_binary() is None,

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from omnistory_report.analysis.paper_tables import PAPER_FIGURES, PAPER_TABLES
+from omnistory_report.command import build_report
 
-from omnistory_core.analysis.paper_tables import PAPER_FIGURES, PAPER_TABLES
-from omnistory_core.evaluation.scores import ScoreRow, read_scores, write_scores
-from omnistory_core.report.command import build_report
+from omnistory_core.scores import ScoreRow, read_scores, write_scores
 
 
 def _add_dreamsim(scores_path):

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-
-from omnistory_core.report import figures
-from omnistory_core.report.command import build_report
-from omnistory_core.report.html import _kv
-from omnistory_core.report.rundir import calls_frame, outputs_frame, read_run_dir
+from omnistory_report import figures
+from omnistory_report.command import build_report
+from omnistory_report.html import _kv
+from omnistory_report.rundir import calls_frame, outputs_frame, read_run_dir
 
 
 def test_a_correlation_matrix_of_its_diagonal_alone_is_an_empty_figure(tmp_path):

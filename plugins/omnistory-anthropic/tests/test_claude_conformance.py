@@ -4,8 +4,7 @@ server."""
 from __future__ import annotations
 
 from omnistory_anthropic.planner import ClaudePlanner
-
-from omnistory_core.testing import FakeServer, check_component
+from omnistory_testkit import FakeServer, check_component
 
 KEY_VAR = "OMNI_CLAUDE_CONFORMANCE_KEY"
 

@@ -3,7 +3,7 @@
     python -m omnistory_core -m planner=claude,gpt image=copy tts=espeak dataset.limit=2 \\
         ++planner.base_url=http://127.0.0.1:PORT/v1
 
-One RecordingServer speaks both wire protocols (Anthropic Messages and OpenAI Chat Completions),
+One FakeServer speaks both wire protocols (Anthropic Messages and OpenAI Chat Completions),
 so the single base-URL override reaches each planner's own endpoint.  The overrides use ``++``:
 in a multirun Hydra first composes the config with the *default* planner (``template``, which has
 no ``base_url``), and a plain ``planner.base_url=`` is rejected there before any job starts.
@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from omnistory_core.planning.testing import RecordingServer, files_containing, run_omnistory_cli
+from omnistory_testkit import FakeServer, files_containing, run_cli
 
 pytest.importorskip("omnistory_openai", reason="the grid needs the omnistory-openai plugin too")
 
@@ -26,8 +25,8 @@ KEY = "sk-canary-grid-31c4d5e6f7"
 
 def test_planner_grid_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    with RecordingServer() as srv:
-        proc = run_omnistory_cli(
+    with FakeServer() as srv:
+        proc = run_cli(
             "-m",
             "planner=claude,gpt",
             "image=copy",

@@ -7,12 +7,12 @@ import json
 
 import pytest
 from omnistory_anthropic.planner import ClaudePlanner, claude_plan_schema, normalize_base_url
+from omnistory_testkit import VALID_PLAN, FakeServer, Reply, demo_planner_items
 
 from omnistory_core.components import PlannerResponse
 from omnistory_core.contract import Failure
+from omnistory_core.kit.planning.prompts import SYSTEM_PROMPT
 from omnistory_core.plan_schema import parse_plan, plan_json_schema
-from omnistory_core.planning.prompts import SYSTEM_PROMPT
-from omnistory_core.planning.testing import VALID_PLAN, RecordingServer, Reply, demo_planner_items
 
 KEY_VAR = "OMNI_CLAUDE_TEST_CANARY"  # deliberately not secret-looking: no scrubber hides it
 KEY = "sk-ant-canary-8c2f4e61"
@@ -20,7 +20,7 @@ KEY = "sk-ant-canary-8c2f4e61"
 
 @pytest.fixture
 def server():
-    with RecordingServer(usage=(1200, 80)) as srv:
+    with FakeServer(usage=(1200, 80)) as srv:
         yield srv
 
 
@@ -147,14 +147,14 @@ def test_usage_and_cost(server, items):
 
 
 def test_bounded_concurrency(items):
-    with RecordingServer(hold_until_concurrent=2) as srv:
+    with FakeServer(hold_until_concurrent=2) as srv:
         results = planner(srv, max_concurrency=2).run_batch(items * 2)
     assert all(isinstance(r, PlannerResponse) for r in results)
     assert srv.peak_in_flight == 2
 
 
 def test_bad_structured_output_mode_is_a_config_error():
-    from omnistory_core.planning.base import PlannerConfigError
+    from omnistory_core.kit.planning.base import PlannerConfigError
 
     with pytest.raises(PlannerConfigError, match="planner.structured_output"):
         ClaudePlanner(structured_output="grammar")

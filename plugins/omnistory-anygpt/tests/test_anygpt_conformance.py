@@ -4,8 +4,7 @@ checkpoints, loaded through the backbone's own load()."""
 from __future__ import annotations
 
 from omnistory_anygpt.backbone import AnyGPT
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_anygpt_keeps_the_component_contract(standin, chat_models) -> None:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from omnistory_dreamsim.metric import DreamSimMetric
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 STANDIN = Path(__file__).resolve().parent / "dreamsim_standin"
 CHECKS = (

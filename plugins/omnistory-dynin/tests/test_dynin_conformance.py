@@ -4,8 +4,7 @@ checkout and its tiny checkpoints, with the shortened sequence of test_dynin_mod
 from __future__ import annotations
 
 from omnistory_dynin.backbone import DyninOmni
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_dynin_keeps_the_component_contract(source_tree, checkpoints) -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from dynin_standin import SCRIPT_TEXT
 from omnistory_dynin.backbone import DyninOmni
+from omnistory_testkit import demo_planner_items
 
 from omnistory_core.components import Audio, BackboneOutput, ComponentError
-from omnistory_core.planning.testing import demo_planner_items
 
 STEPS = 4
 SIDE = 112

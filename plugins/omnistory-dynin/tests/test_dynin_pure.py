@@ -21,7 +21,7 @@ from omnistory_dynin.remote import interpret, parse_response, request_kwargs
 from omnistory_core.components import Audio, Media
 from omnistory_core.contract import Failure
 from omnistory_core.data.demo import load_demo
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 from dynin_fake_omni import NARRATION, start
 from omnistory_dynin.backbone import DyninOmni
 from omnistory_dynin.prompts import example_seed
+from omnistory_testkit import demo_planner_items
 
 from omnistory_core.components import Audio, BackboneOutput, ComponentError
-from omnistory_core.planning.testing import demo_planner_items
 
 TESTS = Path(__file__).parent
 

@@ -4,8 +4,7 @@ tokenizer (stand-in remote code), loaded through the backbone's own load()."""
 from __future__ import annotations
 
 from omnistory_emova.backbone import Emova
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_emova_keeps_the_component_contract(tiny_emova, tiny_speech_tokenizer) -> None:

@@ -20,7 +20,7 @@ from omnistory_emova.backbone import (
 
 from omnistory_core.components import ComponentError
 from omnistory_core.data.demo import load_demo
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 
 def demo_item(index: int = 0) -> dict:

@@ -246,7 +246,7 @@ def build_vq(path: Path) -> Path:
 
 
 def build_tokenizer():
-    from omnistory_core.testing.checkpoints import tiny_tokenizer
+    from omnistory_testkit.checkpoints import tiny_tokenizer
 
     return tiny_tokenizer(
         ["a story page with a fox, a girl and the moon. 0123456789*"],

@@ -56,7 +56,7 @@ def corpus() -> list[str]:
 
 
 def build_tokenizer():
-    from omnistory_core.testing.checkpoints import tiny_tokenizer
+    from omnistory_testkit.checkpoints import tiny_tokenizer
 
     return tiny_tokenizer(
         corpus(),

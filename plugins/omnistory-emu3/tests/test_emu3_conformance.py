@@ -5,8 +5,7 @@ is the built-in noop one."""
 from __future__ import annotations
 
 from omnistory_emu3.backbone import Emu3
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_emu3_keeps_the_component_contract(trained_chat, tiny_gen) -> None:

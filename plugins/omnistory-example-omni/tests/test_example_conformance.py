@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 from omnistory_example_omni.backbone import ExampleOmni, ExampleTextImage, ExampleTextSpeech
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from omnistory_example_planner.plugin import InstructionPlanner
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_instruction_planner_keeps_the_component_contract() -> None:

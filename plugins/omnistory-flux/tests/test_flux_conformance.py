@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from flux_tiny import TINY
 from omnistory_flux.experts import FluxDev, FluxKontext
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 @pytest.mark.parametrize(

@@ -152,7 +152,7 @@ def official_call(pipe, prompt: str, seed: int, **kwargs) -> Image.Image:
     with ``seed`` (sizes and steps as in the expert's call)."""
     import torch
 
-    from omnistory_core.experts.diffusion import arrays_to_images
+    from omnistory_core.kit.diffusion import arrays_to_images
 
     output = pipe(
         prompt=prompt,

@@ -9,8 +9,8 @@ import pytest
 from omnistory_flux.experts import FluxDev, FluxKontext, kontext_condition_size
 
 from omnistory_core.components import ComponentError
-from omnistory_core.engine.job import ConfigError
-from omnistory_core.experts.diffusion import (
+from omnistory_core.errors import ConfigError
+from omnistory_core.kit.diffusion import (
     call_with_fallback,
     generator_seed,
     item_seed,

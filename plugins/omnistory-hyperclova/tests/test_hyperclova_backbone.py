@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hcx_fake_omniserve import FakeOmniServe, Reply, png_bytes
 from omnistory_hyperclova.backbone import HyperClovaOmni
+from omnistory_testkit import demo_planner_items
 
 from omnistory_core.components import BackboneOutput, Media
 from omnistory_core.contract import Failure
-from omnistory_core.planning.testing import demo_planner_items
 
 FAST = {
     "image_retry_delay_s": 0.01,

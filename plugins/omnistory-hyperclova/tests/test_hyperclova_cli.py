@@ -8,9 +8,8 @@ from pathlib import Path
 
 import soundfile as sf
 from hcx_fake_omniserve import FakeOmniServe
+from omnistory_testkit import demo_planner_items, files_containing, run_cli
 from PIL import Image
-
-from omnistory_core.planning.testing import demo_planner_items, files_containing, run_omnistory_cli
 
 KEY_VAR = "HCX_CLI_CANARY"  # not secret-looking: no scrubber can hide a leak
 KEY = "hcx-canary-cli-7f6e5d4c3b"
@@ -34,15 +33,15 @@ def test_cli_writes_three_modalities_per_modality_failure_and_never_the_key(
     with FakeOmniServe() as srv:
         # example 1's signed image URL answers 403, like an expired one
         srv.forbid_when["image"] = second_page[:40]
-        proc = run_omnistory_cli(
+        proc = run_cli(
             *args, f"backbone.base_url={srv.base_url}", cwd=str(tmp_path), env={KEY_VAR: KEY}
         )
         first_run = list(srv.requests)
-        rerun = run_omnistory_cli(
+        rerun = run_cli(
             *args, f"backbone.base_url={srv.base_url}", cwd=str(tmp_path), env={KEY_VAR: KEY}
         )
         second_run = srv.requests[len(first_run) :]
-        cached = run_omnistory_cli(
+        cached = run_cli(
             *args,
             f"backbone.base_url={srv.base_url}",
             "engine.retry_failures=none",

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from hcx_fake_omniserve import FakeOmniServe
 from omnistory_hyperclova.backbone import HyperClovaOmni
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 FAST = {
     "image_retry_delay_s": 0.01,

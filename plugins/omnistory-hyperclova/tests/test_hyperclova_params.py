@@ -6,7 +6,7 @@ import pytest
 import yaml
 from omnistory_hyperclova.backbone import DEFAULTS, RUNTIME, HyperClovaOmni
 
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 from omnistory_core.plugins import load_plugins
 
 
@@ -115,6 +115,6 @@ def test_plugin_import_stays_light() -> None:
 
 
 def test_prefetch_needs_nothing() -> None:
-    from omnistory_core.prefetch import component_checkpoints
+    from omnistory_eval.prefetch import component_checkpoints
 
     assert component_checkpoints("backbone", HyperClovaOmni, {"model": "track_b_model"}) == []

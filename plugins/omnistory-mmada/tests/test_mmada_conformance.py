@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from omnistory_mmada.backbone import MMaDA
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_mmada_keeps_the_component_contract(source_tree, checkpoints) -> None:

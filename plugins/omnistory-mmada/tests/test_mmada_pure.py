@@ -32,7 +32,7 @@ from omnistory_mmada.source import PINNED_COMMIT, check_source_dir, git_revision
 
 from omnistory_core.components import ComponentError
 from omnistory_core.data import load_demo
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 GOOD_T2I = "Storybook illustration of a fox at a window at night, soft light"
 

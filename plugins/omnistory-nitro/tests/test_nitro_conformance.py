@@ -4,8 +4,7 @@ pipeline) and the tiny Llama text encoder, loaded through the expert's own load(
 from __future__ import annotations
 
 from omnistory_nitro.expert import NitroT
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 def test_nitro_keeps_the_component_contract(tiny_nitro, tiny_llama) -> None:

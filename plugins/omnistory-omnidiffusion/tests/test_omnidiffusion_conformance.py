@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 from omnistory_omnidiffusion.backbone import OmniDiffusion
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

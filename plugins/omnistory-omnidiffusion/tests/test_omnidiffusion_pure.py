@@ -15,7 +15,7 @@ from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import DEFAULTS, check_settings
 
 from omnistory_core.data.demo import load_demo
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 CONF = (
     Path(__file__).parents[1]

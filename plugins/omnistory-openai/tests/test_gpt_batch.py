@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 from omnistory_openai.planner import GPTPlanner
-
-from omnistory_core.batch_api import BATCH_DISCOUNT, BatchLedger, custom_id, public_url
-from omnistory_core.components import PlannerResponse
-from omnistory_core.contract import Failure
-from omnistory_core.engine.failures import should_recompute
-from omnistory_core.plan_schema import parse_plan
-from omnistory_core.testing import (
+from omnistory_testkit import (
     BatchFate,
     FakeServer,
     Reply,
@@ -26,6 +20,12 @@ from omnistory_core.testing import (
     files_containing,
     run_cli,
 )
+
+from omnistory_core.components import PlannerResponse
+from omnistory_core.contract import Failure
+from omnistory_core.engine.failures import should_recompute
+from omnistory_core.kit.batches import BATCH_DISCOUNT, BatchLedger, custom_id, public_url
+from omnistory_core.plan_schema import parse_plan
 
 KEY_VAR = "OMNI_GPT_BATCH_CANARY"  # not secret-looking: no scrubber can hide a leak
 KEY = "sk-canary-batch-7f3a9c1e"

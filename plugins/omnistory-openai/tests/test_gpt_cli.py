@@ -5,12 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnistory_core.planning.testing import (
-    RecordingServer,
-    Reply,
-    files_containing,
-    run_omnistory_cli,
-)
+from omnistory_testkit import FakeServer, Reply, files_containing, run_cli
 
 KEY_VAR = "OMNI_GPT_CLI_CANARY"  # not secret-looking, so no scrubber can hide a leak
 KEY = "sk-canary-cli-0a9b8c7d6e5f"
@@ -18,10 +13,10 @@ KEY = "sk-canary-cli-0a9b8c7d6e5f"
 
 def test_cli_run_records_plans_failures_usage_and_never_the_key(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    with RecordingServer(usage=(1000, 50)) as srv:
+    with FakeServer(usage=(1000, 50)) as srv:
         # max_concurrency=1 makes the order fixed: item 0 gets a 429 then a plan, item 1 junk
         srv.script("chat", Reply.rate_limited("1"), Reply(), Reply(text="{not json"))
-        proc = run_omnistory_cli(
+        proc = run_cli(
             "planner=gpt",
             f"planner.base_url={srv.openai_base_url}",
             f"planner.api_key_env={KEY_VAR}",

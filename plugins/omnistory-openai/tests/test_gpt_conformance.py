@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from omnistory_openai.planner import GPTPlanner
-
-from omnistory_core.testing import FakeServer, check_component
+from omnistory_testkit import FakeServer, check_component
 
 KEY_VAR = "OMNI_GPT_CONFORMANCE_KEY"
 

@@ -6,12 +6,12 @@ import base64
 
 import pytest
 from omnistory_openai.planner import GPTPlanner
+from omnistory_testkit import FakeServer, Reply, demo_planner_items
 
 from omnistory_core.components import ComponentError, PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.engine.stage import item_key
 from omnistory_core.plan_schema import parse_plan, plan_response_format
-from omnistory_core.planning.testing import RecordingServer, Reply, demo_planner_items
 
 KEY_VAR = "OMNI_GPT_TEST_CANARY"  # deliberately not secret-looking: no scrubber hides it
 KEY = "sk-canary-gpt-5d1e0b7a"
@@ -20,7 +20,7 @@ PRICES = {"gpt-5.4": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}
 
 @pytest.fixture
 def server():
-    with RecordingServer(usage=(1000, 50)) as srv:
+    with FakeServer(usage=(1000, 50)) as srv:
         yield srv
 
 
@@ -153,7 +153,7 @@ def test_usage_and_cost(server, items):
 
 def test_bounded_concurrency(items):
     many = items * 3
-    with RecordingServer(hold_until_concurrent=3) as srv:
+    with FakeServer(hold_until_concurrent=3) as srv:
         results = planner(srv, max_concurrency=3).run_batch(many)
     assert all(isinstance(r, PlannerResponse) for r in results)
     assert srv.peak_in_flight == 3

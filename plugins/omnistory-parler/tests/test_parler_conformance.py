@@ -12,8 +12,7 @@ pytest.importorskip(
 )
 
 from omnistory_parler.expert import ParlerTTS  # noqa: E402
-
-from omnistory_core.testing import check_component  # noqa: E402
+from omnistory_testkit import check_component  # noqa: E402
 
 
 def test_parler_keeps_the_component_contract(tiny_parler_dir) -> None:

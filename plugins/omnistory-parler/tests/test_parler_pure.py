@@ -34,7 +34,7 @@ from omnistory_parler.description import (
 from omnistory_parler.expert import ParlerTTS, clean_text
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]

@@ -39,6 +39,6 @@ def tiny_qwen25omni_silent(tiny_qwen25omni, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def demo_items() -> list[dict]:
     """Backbone inputs for the first three demo examples, built as the engine builds them."""
-    from omnistory_core.planning.testing import demo_planner_items
+    from omnistory_testkit import demo_planner_items
 
     return demo_planner_items(limit=3)

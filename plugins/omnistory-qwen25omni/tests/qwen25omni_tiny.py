@@ -77,10 +77,9 @@ MEL_BINS = 16
 
 
 def _tokenizer(reply: str):
+    from omnistory_testkit.checkpoints import byte_bpe
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
-
-    from omnistory_core.testing.checkpoints import byte_bpe
 
     tok = byte_bpe(CORPUS, vocab_size=400, special_tokens=SPECIAL_TOKENS)
     tok.add_tokens([AddedToken(reply, special=False, normalized=False)])

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 
 import soundfile as sf
+from omnistory_testkit import run_cli
 from qwen25omni_tiny import IMAGE_PROMPT, NARRATION, QUOTE
-
-from omnistory_core.planning.testing import run_omnistory_cli
 
 
 def test_cli_transformers_backend_on_the_demo(tiny_qwen25omni, tmp_path):
     out = tmp_path / "out"
-    proc = run_omnistory_cli(
+    proc = run_cli(
         "backbone=qwen25omni",
         "image=copy",
         "dataset.limit=2",

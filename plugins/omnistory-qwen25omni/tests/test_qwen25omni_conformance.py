@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 from omnistory_qwen25omni.backbone import Qwen25OmniBackbone
-
-from omnistory_core.testing import check_component
+from omnistory_testkit import check_component
 
 
 @pytest.mark.slow  # the talker's passes on two CPU cores: about a minute

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from omnistory_qwen25omni.backbone import Qwen25OmniBackbone
+from omnistory_testkit import run_cli
 from qwen25omni_fake_server import NARRATION
 
 from omnistory_core.components import ComponentError
-from omnistory_core.planning.testing import run_omnistory_cli
 
 TESTS = Path(__file__).parent
 
@@ -139,7 +139,7 @@ def test_server_is_stopped_when_the_process_exits(fake_vllm):
 
 def test_cli_with_launch(fake_vllm, tmp_path):
     out = tmp_path / "out"
-    proc = run_omnistory_cli(
+    proc = run_cli(
         "backbone=qwen25omni",
         "backbone.backend=vllm_omni",
         "backbone.launch=true",

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from omnistory_qwen25omni.backbone import DEFAULTS, RUNTIME_PARAMS, Qwen25OmniBackbone
 
-from omnistory_core.engine.job import ConfigError
 from omnistory_core.engine.system import check_produces, paradigm_of
+from omnistory_core.errors import ConfigError
 
 YAML = (
     Path(__file__).parents[1]

@@ -15,6 +15,7 @@ import pytest
 import soundfile as sf
 from omnistory_qwen25omni.backbone import Qwen25OmniBackbone
 from omnistory_qwen25omni.prompts import SYSTEM_PROMPT
+from omnistory_testkit import run_cli
 from qwen25omni_fake_server import (
     IMAGE_PROMPT,
     NARRATION,
@@ -25,7 +26,6 @@ from qwen25omni_fake_server import (
 )
 
 from omnistory_core.components import ComponentError
-from omnistory_core.planning.testing import run_omnistory_cli
 
 MODEL = "Qwen/Qwen2.5-Omni-7B"
 
@@ -170,7 +170,7 @@ def test_cli_run_records_each_modality_with_its_own_failure(server, tmp_path):
     # example 0: all ok; example 1: pass 1 without audio; example 2: pass 2 without JSON
     server.queue(Turn(), Turn(), Turn(audio=False), Turn(), Turn(), Turn(text="no json here"))
     out = tmp_path / "out"
-    proc = run_omnistory_cli(
+    proc = run_cli(
         "backbone=qwen25omni",
         "backbone.backend=vllm_omni",
         f"backbone.base_url={server.base_url}",

@@ -4,10 +4,10 @@ built, with one line, before any call (the batch parameters are not declared at 
 from __future__ import annotations
 
 import pytest
+from omnistory_testkit import run_cli
 from omnistory_vllm.planner import GLMPlanner, InternVLPlanner, Qwen35Planner
 
-from omnistory_core.planning.base import PlannerConfigError
-from omnistory_core.testing import run_cli
+from omnistory_core.kit.planning.base import PlannerConfigError
 
 
 @pytest.mark.parametrize("cls", [GLMPlanner, InternVLPlanner, Qwen35Planner], ids=lambda c: c.name)

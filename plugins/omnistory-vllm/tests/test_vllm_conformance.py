@@ -4,9 +4,8 @@ server serving each model under its own name, as vLLM does."""
 from __future__ import annotations
 
 import pytest
+from omnistory_testkit import FakeServer, check_component
 from omnistory_vllm.planner import GLMPlanner, InternVLPlanner, Qwen35Planner
-
-from omnistory_core.testing import FakeServer, check_component
 
 
 @pytest.mark.parametrize("cls", [GLMPlanner, InternVLPlanner, Qwen35Planner], ids=lambda c: c.name)

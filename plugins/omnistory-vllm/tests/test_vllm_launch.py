@@ -1,6 +1,6 @@
 """planner.launch=true: start `vllm serve`, wait for /health, stop it (unload and at exit).
 
-`vllm` is replaced by a stand-in executable (omnistory_core.planning.testing's `serve` command):
+`vllm` is replaced by a stand-in executable (omnistory_testkit.servers's `serve` command):
 it parses the same command line, becomes healthy after a configurable delay and serves the
 OpenAI-compatible routes on 127.0.0.1.  Real vLLM is not installed here.
 """
@@ -15,11 +15,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from omnistory_testkit import demo_planner_items, run_cli
 from omnistory_vllm.planner import Qwen35Planner
 
 from omnistory_core.components import ComponentError, PlannerResponse
 from omnistory_core.plan_schema import parse_plan
-from omnistory_core.planning.testing import demo_planner_items, run_omnistory_cli
 
 
 def _alive(pid: int) -> bool:
@@ -37,7 +37,7 @@ def fake_vllm(tmp_path, monkeypatch):
     exe.parent.mkdir()
     exe.write_text(
         f"#!{sys.executable}\nimport sys\n"
-        "from omnistory_core.planning.testing import main\nsys.exit(main())\n"
+        "from omnistory_testkit.servers import main\nsys.exit(main())\n"
     )
     exe.chmod(0o755)
     files = {
@@ -138,7 +138,7 @@ def test_server_is_stopped_when_the_process_exits(fake_vllm, tmp_path):
 
 def test_cli_run_with_launch(fake_vllm, tmp_path: Path):
     out = tmp_path / "out"
-    proc = run_omnistory_cli(
+    proc = run_cli(
         "planner=qwen35",
         "planner.launch=true",
         f"planner.launch_executable={fake_vllm['exe']}",

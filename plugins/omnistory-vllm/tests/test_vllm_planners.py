@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 
 import pytest
+from omnistory_testkit import FakeServer, Reply, demo_planner_items
 from omnistory_vllm.planner import GLMPlanner, InternVLPlanner, Qwen35Planner
 
 from omnistory_core.components import PlannerResponse
 from omnistory_core.contract import Failure
 from omnistory_core.plan_schema import parse_plan, plan_response_format
-from omnistory_core.planning.testing import RecordingServer, Reply, demo_planner_items
 
 EXPECTED = {
     GLMPlanner: ("zai-org/GLM-4.6V", {"enable_thinking": False}),
@@ -35,7 +35,7 @@ def items():
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.name)
 def test_request_shape(cls, items):
     model, template_kwargs = EXPECTED[cls]
-    with RecordingServer(served_model=model, usage=(700, 90)) as srv:
+    with FakeServer(served_model=model, usage=(700, 90)) as srv:
         results = cls(base_url=srv.openai_base_url, seed=5).run_batch(items)
         requests = srv.requests_for("chat")
     assert all(isinstance(r, PlannerResponse) and parse_plan(r.text).ok for r in results)
@@ -58,7 +58,7 @@ def test_request_shape(cls, items):
 
 
 def test_wrong_model_name_is_a_model_error_without_retries(items):
-    with RecordingServer(served_model="Qwen/Qwen3.5-4B") as srv:
+    with FakeServer(served_model="Qwen/Qwen3.5-4B") as srv:
         [result] = Qwen35Planner(base_url=srv.openai_base_url, model="Qwen/Qwen3.5-9B").run_batch(
             items[:1]
         )
@@ -68,14 +68,14 @@ def test_wrong_model_name_is_a_model_error_without_retries(items):
 
 
 def test_503_while_loading_is_retried(items):
-    with RecordingServer(served_model="OpenGVLab/InternVL3_5-4B") as srv:
+    with FakeServer(served_model="OpenGVLab/InternVL3_5-4B") as srv:
         srv.script("chat", Reply(status=503, headers={"retry-after": "0"}))
         [result] = InternVLPlanner(base_url=srv.openai_base_url).run_batch(items[:1])
     assert isinstance(result, PlannerResponse) and result.usage["attempts"] == 2
 
 
 def test_malformed_and_timeout(items):
-    with RecordingServer(served_model="Qwen/Qwen3.5-4B") as srv:
+    with FakeServer(served_model="Qwen/Qwen3.5-4B") as srv:
         srv.script("chat", Reply(text='<think>hmm</think> {"narration": '), Reply.slow(5))
         first, second = Qwen35Planner(
             base_url=srv.openai_base_url, max_concurrency=1, timeout_s=0.3, max_retries=0
@@ -86,7 +86,7 @@ def test_malformed_and_timeout(items):
 
 def test_optional_api_key(items, monkeypatch):
     monkeypatch.setenv("OMNI_VLLM_TEST_KEY", "local-key-1234")
-    with RecordingServer(served_model="zai-org/GLM-4.6V") as srv:
+    with FakeServer(served_model="zai-org/GLM-4.6V") as srv:
         GLMPlanner(base_url=srv.openai_base_url, api_key_env="OMNI_VLLM_TEST_KEY").run_batch(
             items[:1]
         )
@@ -94,7 +94,7 @@ def test_optional_api_key(items, monkeypatch):
 
 
 def test_bounded_concurrency(items):
-    with RecordingServer(served_model="Qwen/Qwen3.5-4B", hold_until_concurrent=4) as srv:
+    with FakeServer(served_model="Qwen/Qwen3.5-4B", hold_until_concurrent=4) as srv:
         results = Qwen35Planner(base_url=srv.openai_base_url, max_concurrency=4).run_batch(
             items * 4
         )
@@ -102,7 +102,7 @@ def test_bounded_concurrency(items):
 
 
 def test_config_errors_name_the_key():
-    from omnistory_core.planning.base import PlannerConfigError
+    from omnistory_core.kit.planning.base import PlannerConfigError
 
     with pytest.raises(PlannerConfigError, match="planner.chat_template_kwargs"):
         Qwen35Planner(chat_template_kwargs=["enable_thinking"])
@@ -114,7 +114,7 @@ def test_config_errors_name_the_key():
 
 
 def test_schema_patterns_can_be_dropped(items):
-    with RecordingServer(served_model="Qwen/Qwen3.5-4B") as srv:
+    with FakeServer(served_model="Qwen/Qwen3.5-4B") as srv:
         Qwen35Planner(base_url=srv.openai_base_url, schema_patterns=False).run_batch(items[:1])
         schema = srv.requests[0].body["response_format"]["json_schema"]["schema"]
     assert "pattern" not in str(schema)

@@ -11,9 +11,8 @@ pytest.importorskip(
     " (scripts/test.sh runs these in .venvs/tts; see the plugin README)",
 )
 
+from omnistory_testkit import check_component  # noqa: E402
 from omnistory_voxcpm.expert import VoxCPMTTS  # noqa: E402
-
-from omnistory_core.testing import check_component  # noqa: E402
 
 
 def test_voxcpm_keeps_the_component_contract(tiny_voxcpm_dir) -> None:

@@ -31,7 +31,7 @@ from omnistory_voxcpm.description import (
 from omnistory_voxcpm.expert import VoxCPMTTS, clean_text
 
 from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
-from omnistory_core.engine.job import ConfigError
+from omnistory_core.errors import ConfigError
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]

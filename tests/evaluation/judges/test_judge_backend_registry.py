@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from omnistory_core.evaluation.judges.backends import base, registry
-from omnistory_core.evaluation.judges.specs import JUDGE_SPECS
+from omnistory_eval.judges.backends import base, registry
+from omnistory_eval.judges.specs import JUDGE_SPECS
 
 CONCRETE = ("openai_compat", "vllm_offline", "transformers_backend")
 
@@ -24,9 +23,9 @@ def test_base_imports_no_concrete_backend_and_the_registry_none_at_import():
         } | {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         assert not [m for m in imported if m.rsplit(".", 1)[-1] in CONCRETE], module.__name__
     code = (
-        "import sys, omnistory_core.evaluation.judges.backends as b\n"
+        "import sys, omnistory_eval.judges.backends as b\n"
         "b.create_backend  # the package's names\n"
-        f"print([m for m in {CONCRETE!r} if 'omnistory_core.evaluation.judges.backends.' + m"
+        f"print([m for m in {CONCRETE!r} if 'omnistory_eval.judges.backends.' + m"
         " in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -34,7 +33,7 @@ def test_base_imports_no_concrete_backend_and_the_registry_none_at_import():
 
 
 def test_create_backend_by_name_and_old_import_location():
-    from omnistory_core.evaluation.judges.backends.base import BACKENDS, create_backend
+    from omnistory_eval.judges.backends.base import BACKENDS, create_backend
 
     assert create_backend is registry.create_backend and BACKENDS == registry.BACKENDS
     spec = JUDGE_SPECS["text-qwen3-30b-a3b"]

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from omnistory_eval.judges import CRITERIA
+from omnistory_eval.judges.judge import HostedTextJudge, Qwen3TextJudge
 from omnistory_testing import copy_run, run_cli
+from omnistory_testkit import BatchFate, FakeServer, Reply, files_containing
 
-from omnistory_core.batch_api import BatchLedger, custom_id
-from omnistory_core.evaluation.judges import CRITERIA
-from omnistory_core.evaluation.judges.judge import HostedTextJudge, Qwen3TextJudge
-from omnistory_core.evaluation.scores import read_scores
-from omnistory_core.testing import BatchFate, FakeServer, Reply, files_containing
+from omnistory_core.kit.batches import BatchLedger, custom_id
+from omnistory_core.scores import read_scores
 
 pytest.importorskip("openai")
 

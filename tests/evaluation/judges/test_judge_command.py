@@ -8,10 +8,9 @@ import sys
 
 import pytest
 from judge_test_helpers import make_media
-
-from omnistory_core.evaluation.judges import JUDGE_SPECS
-from omnistory_core.evaluation.judges.command import main
-from omnistory_core.evaluation.judges.prompts import TEXT_SYSTEM
+from omnistory_eval.judges import JUDGE_SPECS
+from omnistory_eval.judges.command import main
+from omnistory_eval.judges.prompts import TEXT_SYSTEM
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -8,11 +8,8 @@ from pathlib import Path
 import pluggy
 import pytest
 import yaml
-
-from omnistory_core import hookspecs
-from omnistory_core.components import EVALUATION_INPUTS, Judge
-from omnistory_core.evaluation.evaluators import build_evaluators, evaluator_config
-from omnistory_core.evaluation.judges import (
+from omnistory_eval.evaluators import build_evaluators, evaluator_config
+from omnistory_eval.judges import (
     CRITERIA,
     HOSTED_JUDGES,
     HOSTED_SPECS,
@@ -21,8 +18,11 @@ from omnistory_core.evaluation.judges import (
     PAPER_JUDGES,
     plugin,
 )
-from omnistory_core.evaluation.judges.backends.base import Decoding
-from omnistory_core.evaluation.judges.backends.vllm_offline import engine_arguments
+from omnistory_eval.judges.backends.base import Decoding
+from omnistory_eval.judges.backends.vllm_offline import engine_arguments
+
+from omnistory_core import hookspecs
+from omnistory_core.components import EVALUATION_INPUTS, Judge
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "judge"
 
@@ -197,8 +197,8 @@ def test_hydra_composes_a_judge_config():
 
 def test_importing_the_judges_loads_no_heavy_stack():
     code = (
-        "import sys, omnistory_core.evaluation.judges, omnistory_core.evaluation.judges.plugin, "
-        "omnistory_core.evaluation.judges.command\n"
+        "import sys, omnistory_eval.judges, omnistory_eval.judges.plugin, "
+        "omnistory_eval.judges.command\n"
         "heavy = [m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )

@@ -6,23 +6,23 @@ import base64
 import json
 
 import pytest
-
-from omnistory_core.evaluation.judges import CRITERIA
-from omnistory_core.evaluation.judges.backends.openai_compat import (
+from omnistory_eval.judges import CRITERIA
+from omnistory_eval.judges.backends.openai_compat import (
     OpenAICompatibleBackend,
     retry_after_seconds,
 )
-from omnistory_core.evaluation.judges.judge import (
+from omnistory_eval.judges.judge import (
     Gemma4OmniJudge,
     HostedTextJudge,
     Qwen3TextJudge,
     Qwen3VLImageJudge,
     SeedOSSTextJudge,
 )
-from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
-from omnistory_core.evaluation.judges.render import render_prompt
-from omnistory_core.evaluation.judges.specs import JUDGE_SPECS
-from omnistory_core.evaluation.scores import ScoreRow
+from omnistory_eval.judges.render import render_prompt
+from omnistory_eval.judges.specs import JUDGE_SPECS
+from omnistory_testkit import LocalChatServer, Reply
+
+from omnistory_core.scores import ScoreRow
 
 pytest.importorskip("openai")
 

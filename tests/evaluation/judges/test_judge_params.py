@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from omnistory_eval.evaluators import build_evaluators
+from omnistory_eval.judges import HOSTED_JUDGES, PAPER_JUDGES
+from omnistory_testkit import run_cli
 
 from omnistory_core.engine.stage import item_key
-from omnistory_core.evaluation.evaluators import build_evaluators
-from omnistory_core.evaluation.judges import HOSTED_JUDGES, PAPER_JUDGES
 from omnistory_core.params import ParamError
-from omnistory_core.testing import run_cli
 
 INPUTS = {"candidate_text": "The fox ran home.", "reference_text": "The fox went home."}
 Q = "judge.text-qwen3-30b-a3b."

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from omnistory_core.evaluation.judges import CRITERIA, parse_judge_response
+from omnistory_eval.judges import CRITERIA, parse_judge_response
 
 
 def answer(track: str = "text", scores=(8, 7, 6, 9), **overrides) -> dict:

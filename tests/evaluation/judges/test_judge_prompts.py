@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import pytest
 from judge_test_helpers import expected_text, joined
-
-from omnistory_core.evaluation.judges import (
+from omnistory_eval.judges import (
     CRITERIA,
     JUDGE_SPECS,
     JudgeInputError,
     render_messages,
     render_prompt,
 )
-from omnistory_core.evaluation.judges.prompts import (
+from omnistory_eval.judges.prompts import (
     prompt_conditions,
     prompt_metadata,
     prompt_speech_metadata,
     repair_messages,
     serialize_value,
 )
-from omnistory_core.evaluation.judges.rubric import judge_json_schema, repair_json_schema
+from omnistory_eval.judges.rubric import judge_json_schema, repair_json_schema
 
 TEXT_JUDGES = ("text-qwen3-30b-a3b", "text-seed-oss-36b", "text-llama-nemotron-49b")
 

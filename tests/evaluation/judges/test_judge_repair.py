@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from omnistory_core.evaluation.judges import (
+from omnistory_eval.judges import (
     CRITERIA,
     RepairModel,
     repair_stage,
     unsupported_scores,
 )
-from omnistory_core.evaluation.judges.judge import KimiAudioSpeechJudge, Qwen3TextJudge
-from omnistory_core.evaluation.judges.local_server import LocalChatServer, Reply
-from omnistory_core.evaluation.judges.prompts import REPAIR_SYSTEM, repair_messages
-from omnistory_core.evaluation.judges.rubric import repair_json_schema
+from omnistory_eval.judges.judge import KimiAudioSpeechJudge, Qwen3TextJudge
+from omnistory_eval.judges.prompts import REPAIR_SYSTEM, repair_messages
+from omnistory_eval.judges.rubric import repair_json_schema
+from omnistory_testkit import LocalChatServer, Reply
 
 pytest.importorskip("openai")
 

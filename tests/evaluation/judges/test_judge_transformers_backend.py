@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from omnistory_core.evaluation.judges import CRITERIA, render_prompt
-from omnistory_core.evaluation.judges.judge import AudioFlamingoNextSpeechJudge
+from omnistory_eval.judges import CRITERIA, render_prompt
+from omnistory_eval.judges.judge import AudioFlamingoNextSpeechJudge
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -8,9 +8,8 @@ import importlib.util
 import numpy as np
 import pytest
 from judge_test_helpers import expected_text
-
-from omnistory_core.evaluation.judges import JUDGE_SPECS, render_prompt
-from omnistory_core.evaluation.judges.backends.vllm_offline import VLLMOfflineBackend
+from omnistory_eval.judges import JUDGE_SPECS, render_prompt
+from omnistory_eval.judges.backends.vllm_offline import VLLMOfflineBackend
 
 pytest.importorskip("transformers")
 
@@ -53,7 +52,7 @@ def test_processor_chat_template_for_other_multimodal_judges(item, tiny_checkpoi
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
 def test_missing_vllm_is_a_clear_error(item):
-    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
+    from omnistory_eval.judges.judge import Qwen3TextJudge
 
     with pytest.raises(ImportError, match="backend=vllm needs the vllm package.*backend=openai"):
         Qwen3TextJudge().run_batch([item])
@@ -64,7 +63,7 @@ def test_missing_vllm_is_a_clear_error(item):
 def test_real_vllm_engine(item):
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("needs vLLM, a GPU and the judge weights")
-    from omnistory_core.evaluation.judges.judge import Qwen3TextJudge
+    from omnistory_eval.judges.judge import Qwen3TextJudge
 
     judge = Qwen3TextJudge()
     (result,) = judge.run_batch([item])

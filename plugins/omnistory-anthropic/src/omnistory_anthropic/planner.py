@@ -6,7 +6,7 @@ as structured output (``output_config.format``, GA in the SDK this plugin requir
 plan.  The SDK is imported in :meth:`make_client` only.
 
 ``planner.batch=true`` sends the stage's requests as Anthropic Message Batches instead (half
-price, answered within 24 h; :mod:`omnistory_core.batch_api`): the same ``messages.create``
+price, answered within 24 h; :mod:`omnistory_core.kit.batches`): the same ``messages.create``
 parameters, so the same cache keys; a re-run polls the batches it submitted.
 """
 

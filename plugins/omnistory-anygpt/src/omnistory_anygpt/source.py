@@ -5,7 +5,7 @@ directory as ``backbone.source_dir``; ``load()`` puts the two folders the upstre
 on ``sys.path`` -- the checkout's root (``seed2``, ``soundstorm_speechtokenizer``) and
 ``anygpt/src`` (``m_utils``, ``infer``) -- and imports the names the benchmark's runner uses.
 ``speechtokenizer`` is the PyPI package of the same name (``speechtokenizer==0.1.2``).
-Checking, digesting and importing are :mod:`omnistory_core.checkout`'s.
+Checking, digesting and importing are :mod:`omnistory_core.kit.checkout`'s.
 """
 
 from __future__ import annotations

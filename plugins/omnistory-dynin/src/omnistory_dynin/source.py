@@ -3,7 +3,7 @@
 Nothing of it is vendored.  The user clones the repository at the commit the benchmark's runner was
 checked with and passes the directory as ``backbone.source_dir``; ``load()`` puts it first on
 ``sys.path`` and imports ``from models import DyninOmniModelLM, MAGVITv2`` as the runner does.
-Checking, digesting and importing are :mod:`omnistory_core.checkout`'s.
+Checking, digesting and importing are :mod:`omnistory_core.kit.checkout`'s.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Both load a diffusers pipeline with ``from_pretrained`` (a hub id or a local directory), run one
 pipeline call per batch with one CPU ``torch.Generator`` per item, and return PIL images.  With
 ``seed_mode=per_prompt`` (the default) the generator seed of an item is derived from the run's
-``seed`` and the item's image prompt only (:func:`omnistory_core.experts.diffusion.item_seed`);
+``seed`` and the item's image prompt only (:func:`omnistory_core.kit.diffusion.item_seed`);
 with ``seed_mode=fixed`` every item's generator is seeded with ``seed`` itself, as the official
 Omni-StoryBench runner does.  Either way an image does not depend on its batch-mates, and the
 Kontext expert's output differs from another item's with the same prompt only through the page it

@@ -13,7 +13,7 @@ from the narration; an expired or forbidden media URL fails only that modality. 
 request itself fails (an API error or timeout after the retries), nothing can follow from it and
 the whole example fails with that error, so ``engine.retry_failures=true`` recomputes it.
 
-Every request goes through :func:`omnistory_core.planning.retry.call_with_retries` (429/5xx/408,
+Every request goes through :func:`omnistory_core.kit.retry.call_with_retries` (429/5xx/408,
 timeouts and connection errors retried, ``Retry-After`` honoured; the SDK's own retries are off),
 and examples run ``max_concurrency`` at a time.  The API key is read from the environment variable
 named by ``api_key_env`` when the client is made and goes nowhere else.

@@ -3,8 +3,8 @@
 Nothing of MMaDA is vendored.  The user clones the repository at the commit the official
 Omni-StoryBench runner pins and passes its directory as ``backbone.source_dir``; ``load()`` puts
 that directory on ``sys.path`` and imports the modules the upstream inference scripts import.
-Checking, digesting and importing are :mod:`omnistory_core.checkout`'s; this module declares
-MMaDA's :class:`~omnistory_core.checkout.Checkout` and the names the backbone uses.
+Checking, digesting and importing are :mod:`omnistory_core.kit.checkout`'s; this module declares
+MMaDA's :class:`~omnistory_core.kit.checkout.Checkout` and the names the backbone uses.
 """
 
 from __future__ import annotations

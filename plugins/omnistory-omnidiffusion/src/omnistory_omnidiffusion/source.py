@@ -7,7 +7,7 @@ the image transform (``omni_diffusion/``), and the GLM-4-Voice flow-matching + H
 (``third_party/GLM-4-Voice/flow_inference.py``, which needs CosyVoice and Matcha-TTS from the same
 submodule).  Nothing of it is vendored: ``load()`` puts the checkout on ``sys.path`` the way the
 official runner does and imports those modules.  Checking, digesting and importing are
-:mod:`omnistory_core.checkout`'s; the submodule hint is this plugin's.
+:mod:`omnistory_core.kit.checkout`'s; the submodule hint is this plugin's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The page image goes as a base64 ``data:`` URL, the Plan JSON schema as a strict 
 imported only when the client is made, so plugin discovery stays light.
 
 ``planner.batch=true`` sends the stage's requests through the OpenAI Batch API instead (half
-price, answered within 24 h; :mod:`omnistory_core.batch_api`): the same request bodies, so the
+price, answered within 24 h; :mod:`omnistory_core.kit.batches`): the same request bodies, so the
 same cache keys; a re-run polls the batches it submitted.
 """
 

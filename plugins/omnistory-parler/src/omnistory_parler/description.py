@@ -7,7 +7,7 @@ recording quality).  This module turns a plan's speech labels into such a descri
 * **voice**: a named Parler speaker.  The pools are the ones of the official Omni-StoryBench code
   (male Jon, Gary, Mike; female Lea, Jenna, Laura); the gender label picks the pool and a stable
   SHA-256 hash of the normalised speaker name picks the voice in it
-  (``omnistory_core.experts.voices``), so a character sounds the same on every page and in every
+  (``omnistory_core.kit.voices``), so a character sounds the same on every page and in every
   process.  A missing or unknown gender is
   resolved from the name, half of all names to each gender, never to one default gender.
   ``voice_hash=official`` instead applies the official runner's rule (:func:`official_voice`).

@@ -7,7 +7,7 @@ description from a plan's speech labels:
 * **gender** is stated explicitly ("female voice"); a missing or unknown gender is resolved from
   the speaker name, half of all names to each gender, never to one default gender;
 * **character**: a timbre phrase chosen from the speaker name by a stable SHA-256 hash
-  (``omnistory_core.experts.voices``), so a character's description, and with the fixed seed its
+  (``omnistory_core.kit.voices``), so a character's description, and with the fixed seed its
   voice, stay the same on every page;
 * **emotion**, **speed** and **pitch** as tone, pace and pitch phrases (VoxCPM2's voice design
   covers emotion, unlike Parler-TTS v1).

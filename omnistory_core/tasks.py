@@ -1,0 +1,151 @@
+"""A task is a benchmark: what its records are, what a system may read and must produce, how
+its outputs lie on disk, and how its scores are aggregated.
+
+Tasks are plugins (``register_tasks``), selected by the ``task`` config group
+(``task=omnistorybench``, the default).  Generic modules ask the selected task instead of naming a
+benchmark; ``python -m omnistory_core tasks`` lists the installed ones.  Plain data, no heavy
+imports: a task's loaders, layouts and tables are named here and imported when used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: where an evaluator's score applies: one item (an Omni-StoryBench transition, a ViStoryBench
+#: shot), one group of items (a story) or the whole run (Inception Score)
+Scope = Literal["item", "group", "run"]
+SCOPES: tuple[str, ...] = ("item", "group", "run")
+
+
+@dataclass(frozen=True)
+class OutputSlot:
+    """One output a system makes per item: its name and media kind (``text|image|speech``)."""
+
+    name: str
+    media: str
+
+
+@dataclass(frozen=True)
+class Track:
+    """A group of criteria that judges score together (``text`` with its four criteria)."""
+
+    name: str
+    criteria: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Column:
+    """A leaderboard column: a label and the cell it reads (evaluator, criterion, track)."""
+
+    label: str
+    evaluator: str
+    criterion: str = ""
+    track: str = ""
+    higher_is_better: bool = True
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """How the scores table becomes a leaderboard: its columns, the policies every number is
+    computed under, and the derived columns (their definitions in words)."""
+
+    columns: tuple[Column, ...] = ()
+    policies: tuple[str, ...] = ("valid_only", "zero_filled")
+    derived: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One table or figure of a paper: its slug, title and what it needs to be built."""
+
+    slug: str
+    title: str
+    needs: tuple[str, ...] = ("scores",)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A benchmark's declaration.  ``load`` maps the ``dataset`` config to records (each with an
+    ``id``; ``group`` is the story or book); ``inputs`` are the names a generation component
+    may ``reads``; ``reference_inputs`` only evaluators and oracles see; ``outputs`` the slots a
+    system fills per item; ``layout`` names the on-disk layout its job directory follows;
+    ``systems`` the shapes components compose into; ``tracks``, ``evaluators`` and
+    ``aggregation`` how it is scored; ``tables`` the paper's tables."""
+
+    name: str
+    version: str
+    description: str
+    datasets: tuple[str, ...]
+    record: str
+    inputs: tuple[str, ...]
+    reference_inputs: tuple[str, ...]
+    outputs: tuple[OutputSlot, ...]
+    layout: str
+    systems: tuple[str, ...]
+    tracks: tuple[Track, ...]
+    evaluators: Mapping[str, Scope] = field(default_factory=dict)
+    aggregation: Aggregation = field(default_factory=Aggregation)
+    tables: tuple[PaperTable, ...] = ()
+    load: Callable[[Mapping[str, Any]], list[Any]] | None = None
+
+    @property
+    def track_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tracks)
+
+    def criteria(self, track: str) -> tuple[str, ...]:
+        for t in self.tracks:
+            if t.name == track:
+                return t.criteria
+        raise KeyError(f"task {self.name!r} has no track {track!r}; tracks: {self.track_names}")
+
+    def describe(self) -> dict[str, Any]:
+        """What ``python -m omnistory_core tasks --json`` prints for this task."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "datasets": list(self.datasets),
+            "record": self.record,
+            "inputs": list(self.inputs),
+            "reference_inputs": list(self.reference_inputs),
+            "outputs": {s.name: s.media for s in self.outputs},
+            "layout": self.layout,
+            "systems": list(self.systems),
+            "tracks": {t.name: list(t.criteria) for t in self.tracks},
+            "evaluators": dict(self.evaluators),
+            "leaderboard": [c.label for c in self.aggregation.columns],
+            "policies": list(self.aggregation.policies),
+            "tables": [t.slug for t in self.tables],
+        }
+
+
+DEFAULT_TASK = "omnistorybench"
+
+
+def selected_task(cfg: Any = None) -> Task:
+    """The task a config selects (``task.name``; the default when the config has none)."""
+    from omnistory_core.plugins import load_plugins
+
+    name = DEFAULT_TASK
+    if cfg is not None:
+        node = cfg.get("task") if hasattr(cfg, "get") else None
+        if node is not None:
+            name = str(node.get("name", DEFAULT_TASK) if hasattr(node, "get") else node)
+    return load_plugins().task(name)
+
+
+__all__ = [
+    "DEFAULT_TASK",
+    "SCOPES",
+    "Aggregation",
+    "Column",
+    "OutputSlot",
+    "PaperTable",
+    "Scope",
+    "Task",
+    "Track",
+    "selected_task",
+]

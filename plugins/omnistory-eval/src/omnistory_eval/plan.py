@@ -1,0 +1,459 @@
+"""The end-of-sweep evaluation as a dry run (``engine.dry_run=true``) plans it: nothing is scored,
+loaded or asked over the network.
+
+The evaluation (:func:`omnistory_eval.runner.evaluate_systems`) is evaluator-major:
+each metric and judge scores every distinct item of every system of the sweep directory once, an
+item keyed by :func:`~omnistory_core.engine.stage.item_key` over exactly the inputs the evaluator
+reads.  Those are the system's candidate outputs, as its job directory holds them
+(``generated.txt`` read back as text, the image and the speech by content hash, the plan of
+``plans.jsonl``), and the example's own fields (current page, metadata, conditions, reference;
+:func:`~omnistory_eval.runner.example_pool`).  The dry run builds the same items from
+each job's plan (``candidates`` in its ``dry_run.json``, see
+:func:`omnistory_core.engine.dryrun.plan_job`):
+
+* an output whose generation record is stored and usable is known, so its items have their real
+  keys; a stored failure, or a modality a failed plan blocks, is a missing output: a
+  ``missing_output`` row and no evaluator call;
+* an output still to generate stands for itself as ``{"__upstream_call__": <its call key>,
+  "modality": ...}``: two systems that share that generation call share the evaluator item, which
+  is counted once, as the run dedupes it.  Such an item is never in the store.
+
+The count is therefore exact when every output the evaluators read is already generated.  For
+outputs still to generate it assumes, like the generation plan, that every call succeeds, and
+also that different generation calls make different outputs: the run scores identical outputs
+once whatever made them (``tts=noop`` gives one tone per gender), so there ``calls`` is an upper
+bound.  Complete job directories of earlier runs in the same sweep directory are scored by the
+evaluation too; they are read exactly as the evaluation reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import Media
+from omnistory_core.contract import StoryExample
+from omnistory_core.engine.dryrun import JOB_FILE, PlanSettings, ReadOnlyStore, component_row
+from omnistory_core.engine.stage import item_key, needs_recompute
+from omnistory_core.engine.store import Store
+from omnistory_core.errors import ConfigError
+from omnistory_core.kit.planning.usage import Pricing, count_tokens, image_tokens, price_of
+from omnistory_eval.runner import (
+    CANDIDATE_MODALITY,
+    ResultStore,
+    RunDirError,
+    SystemOutputs,
+    _Hasher,
+    candidate_pool,
+    discover_systems,
+    example_pool,
+)
+
+__all__ = [
+    "UPSTREAM",
+    "EvaluationPlan",
+    "EvaluationPlanError",
+    "PlannedSystem",
+    "plan_evaluation",
+    "plan_sweep_evaluation",
+    "planned_pool",
+    "systems_to_evaluate",
+]
+
+#: the key naming the generation call of an output still to make (see the module docstring)
+UPSTREAM = "__upstream_call__"
+#: candidate input -> the entry of a job's ``candidates`` that gives it
+CANDIDATES: dict[str, str] = {**CANDIDATE_MODALITY, "candidate_plan": "plan"}
+#: what stands in for an output still to generate when a hosted judge's prompt is counted
+STAND_INS = {"candidate_text": "reference_text", "candidate_image": "reference_image"}
+
+
+class EvaluationPlanError(ConfigError):
+    """The evaluation cannot start as configured (an unknown evaluator, a bad setting): the
+    real evaluation's pre-flight stops on it too."""
+
+
+@dataclass
+class PlannedSystem:
+    """One system the evaluation will score: a job of this sweep (``candidates``, from its
+    plan) or a complete job directory of an earlier run (``outputs``, read as the evaluation
+    reads it)."""
+
+    system: str
+    job_dir: Path
+    spec: dict[str, Any]
+    fingerprint: str | None
+    store: str | None
+    candidates: dict[int, dict[str, Any]] | None = None
+    outputs: SystemOutputs | None = None
+
+
+@dataclass
+class EvaluationPlan:
+    """Rows per evaluator (``components`` rows, in evaluation order) and what the table cannot
+    say: notes, and what keeps an evaluator from running here."""
+
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    cannot_run_here: list[str] = field(default_factory=list)
+    systems: int = 0
+
+
+def _symbolic(call_key: str, modality: str) -> dict[str, str]:
+    return {UPSTREAM: call_key, "modality": modality}
+
+
+def _is_symbolic(value: Any) -> bool:
+    return isinstance(value, Mapping) and UPSTREAM in value
+
+
+def _read_back(text: str) -> str:
+    """A narration as the evaluation reads it from ``generated.txt`` (universal newlines)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def planned_pool(
+    example: StoryExample,
+    outputs: Mapping[str, Any] | None,
+    media: _Hasher,
+    store: Store,
+) -> tuple[dict[str, Any], set[str]]:
+    """As :func:`~omnistory_eval.runner.candidate_pool`, from one example's entry of a
+    job's ``candidates`` instead of its job directory: (inputs, missing candidate inputs)."""
+    pool = example_pool(example, media)
+    missing: set[str] = set()
+    for name, modality in CANDIDATES.items():
+        value = (outputs or {}).get(modality)
+        if value is None:
+            missing.add(name)
+        elif "pending" in value:
+            pool[name] = _symbolic(str(value["pending"]), modality)
+        elif "blob" in value:
+            path = store.blob_path(str(value["blob"]), str(value.get("ext", "")))
+            pool[name] = Media(path=str(path), sha256=str(value["blob"]))
+        elif modality == "text":
+            pool[name] = _read_back(str(value["value"]))
+        else:
+            pool[name] = value["value"]
+    return pool, missing
+
+
+def systems_to_evaluate(sweep_dir: Path, jobs: list[tuple[Path, dict[str, Any]]]) -> list:
+    """What the end-of-sweep evaluation will find in ``sweep_dir``: the planned jobs (``(job dir,
+    its dry_run.json)``) and every other complete job directory, in the evaluation's order.
+    Raises :class:`~omnistory_eval.runner.RunDirError` as the evaluation would."""
+    planned: dict[Path, PlannedSystem] = {}
+    for job_dir, job in jobs:
+        dataset = job.get("dataset") or {}
+        planned[job_dir.resolve()] = PlannedSystem(
+            system=str(job.get("system_id")),
+            job_dir=job_dir,
+            spec=dict(dataset.get("spec") or {}),
+            fingerprint=dataset.get("fingerprint"),
+            store=job.get("store"),
+            candidates={int(c["index"]): c for c in job.get("candidates") or []},
+        )
+    systems = list(planned.values())
+    for found in discover_systems(sweep_dir):
+        if found.job_dir.resolve() in planned:
+            continue  # rewritten by this sweep
+        dataset = found.manifest.get("dataset") or {}
+        systems.append(
+            PlannedSystem(
+                system=found.system,
+                job_dir=found.job_dir,
+                spec={k: v for k, v in dataset.items() if k not in ("n_examples", "fingerprint")},
+                fingerprint=dataset.get("fingerprint"),
+                store=found.manifest.get("store"),
+                outputs=found,
+            )
+        )
+    systems.sort(key=lambda s: s.job_dir)
+    names = [s.system for s in systems]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise RunDirError(f"{sweep_dir}: several job directories claim system ids {sorted(dupes)}")
+    return systems
+
+
+# -- cost of a hosted judge -------------------------------------------------------------------
+def _pricing(evaluator: Any) -> Pricing | None:
+    """The price of a hosted API judge's model (``judge.<id>.prices``, else the dry run's
+    reference table); None for an evaluator that calls no paid API (its cost is 0)."""
+    if not getattr(evaluator, "hosted", False):
+        return None
+    name = f"{evaluator.kind}.{evaluator.name}"
+    model = evaluator.params.get("model")
+    if not model:
+        return Pricing(None, f"no model set: {name}.model names the hosted model")
+    return price_of(str(model), evaluator.params.get("prices"), f"{name}.prices")
+
+
+def _prompt_tokens(evaluator: Any, inputs: Mapping[str, Any]) -> int | None:
+    """Input tokens of one hosted judge request (text: :func:`count_tokens`; image: width x
+    height / 750); an output still to generate counts as the reference it is compared with.
+    None when unknown (an audio attachment, no stand-in)."""
+    from omnistory_eval.judges.render import JudgeInputError, render_prompt
+
+    spec = getattr(evaluator, "spec", None)
+    if spec is None:
+        return None
+    item = dict(inputs)
+    for name, value in inputs.items():
+        if _is_symbolic(value):
+            stand_in = inputs.get(STAND_INS.get(name, ""))
+            if stand_in is None:
+                return None
+            item[name] = stand_in
+    try:
+        rendered = render_prompt(spec.id, item)
+    except JudgeInputError:  # the run records it as invalid before sending anything
+        return 0
+    tokens = 0
+    for message in rendered.messages:
+        content = message["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for part in parts:
+            if part.get("type") == "text":
+                tokens += count_tokens(str(part["text"]))
+            elif part.get("type") == "image":
+                try:
+                    tokens += image_tokens(Path(part["image"]).read_bytes())
+                except OSError:
+                    return None
+            else:
+                return None
+    return tokens
+
+
+def _estimate(evaluator: Any, inputs: Mapping[str, Any], pricing: Pricing) -> dict[str, Any]:
+    tokens_out = int(evaluator.params.get("max_new_tokens") or 0)  # an upper bound
+    tokens_in = _prompt_tokens(evaluator, inputs)
+    estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+    if tokens_in is not None and pricing.price is not None:
+        estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
+        if evaluator.params.get("batch"):  # a provider batch bills a share of the price
+            from omnistory_core.kit.batches import BATCH_DISCOUNT
+
+            estimate["cost_usd"] *= BATCH_DISCOUNT
+            estimate["batch"] = True
+    return estimate
+
+
+# -- the plan -----------------------------------------------------------------------------------
+def plan_evaluation(
+    systems: list[PlannedSystem],
+    examples: list[StoryExample],
+    evaluators: list[Any],
+    store: Store,
+    settings: PlanSettings | None = None,
+    blocked: Mapping[str, str] | None = None,
+) -> EvaluationPlan:
+    """The evaluator rows: per evaluator the distinct items still to score (``calls``), those the
+    store holds (``cached``), loads, estimates, and ``items`` / ``missing_output`` (the
+    (system, example) pairs scored, and those without the outputs the evaluator reads).
+    ``blocked``: evaluator key -> why the pre-flight stops it (it gets ``error`` rows, no call)."""
+    from omnistory_eval.judges.judge import is_pending
+
+    settings = settings or PlanSettings()
+    blocked = blocked or {}
+    results = ResultStore(store)  # as the evaluation reads the store: errors are not results
+    mode = "none"  # the end-of-sweep evaluation recomputes no stored result (only errors)
+    media = _Hasher()
+    pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
+    for s, system in enumerate(systems):
+        for example in examples:
+            if system.outputs is not None:
+                pools[(s, example.index)] = candidate_pool(system.outputs, example, media)
+            else:
+                outputs = (system.candidates or {}).get(example.index)
+                pools[(s, example.index)] = planned_pool(example, outputs, media, store)
+    plan = EvaluationPlan(systems=len(systems))
+    for evaluator in evaluators:
+        key = evaluator.key()
+        if key in plan.rows:  # listed twice: the second pass finds everything scored
+            continue
+        reads = tuple(evaluator.reads)
+        pricing = _pricing(evaluator)
+        pending: dict[str, bool] = {}  # key -> made of known outputs only
+        cached: set[str] = set()
+        awaiting_repair = 0
+        estimates: dict[str, dict[str, Any]] = {}
+        items = missing_output = 0
+        for s in range(len(systems)):
+            for example in examples:
+                pool, missing = pools[(s, example.index)]
+                if missing & set(reads):
+                    missing_output += 1
+                    continue
+                items += 1
+                if key in blocked:
+                    continue
+                inputs = {name: pool[name] for name in reads}
+                call = item_key(evaluator, inputs)
+                if call in pending or call in cached:
+                    continue
+                known = not any(_is_symbolic(v) for v in inputs.values())
+                record = results.get(call) if known else None
+                if record is not None and not needs_recompute(record, mode):
+                    cached.add(call)
+                    awaiting_repair += bool(record.status == "ok" and is_pending(record.output))
+                    continue
+                pending[call] = known
+                if pricing is not None:
+                    estimates[call] = _estimate(evaluator, inputs, pricing)
+        seconds, seconds_source = settings.seconds_per_call(
+            key, getattr(evaluator, "uses_gpu", None)
+        )
+        entry: dict[str, Any] = {
+            "price_source": pricing.source if pricing else None,
+            "seconds_per_call": seconds,
+            "seconds_source": seconds_source,
+        }
+        if pricing is not None and pricing.price is not None:
+            entry["cost_note"] = "no token estimate for audio input (an audio attachment)"
+        calls = len(pending)
+        per_key = [estimates[k] for k in pending if k in estimates]
+        row = component_row(calls, len(cached), 1 if calls else 0, entry, per_key)
+        row.update(
+            stage="evaluation",
+            items=items,
+            missing_output=missing_output,
+            calls_on_outputs_to_generate=sum(1 for known in pending.values() if not known),
+        )
+        plan.rows[key] = row
+        if key in blocked:
+            plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
+        plan.notes.extend(_stage_end_notes(evaluator, calls, awaiting_repair))
+    return plan
+
+
+def _stage_end_notes(evaluator: Any, calls: int, awaiting_repair: int) -> list[str]:
+    """What the stage-end pass after an evaluator's calls may add (the judges' JSON repair):
+    it cannot be planned, since it runs only on answers that fail to parse."""
+    if not callable(getattr(evaluator, "finalize_stage", None)):
+        return []
+    key = evaluator.key()
+    options = evaluator.params.get("repair") if isinstance(evaluator.params, Mapping) else None
+    if "repair" in evaluator.params and not options:
+        return []  # repair=false: no pass
+    if not options:
+        return [f"{key}: its stage-end pass (finalize_stage) cannot be planned; not in the table."]
+    from omnistory_eval.judges.specs import REPAIR_SPEC
+
+    options = dict(options) if isinstance(options, Mapping) else {}
+    model = options.get("model") or options.get("checkpoint") or REPAIR_SPEC.checkpoint
+    return [
+        f"{key}: the stage-end JSON repair pass cannot be planned (it runs only on answers that"
+        f" fail to parse): at most {calls + awaiting_repair} call(s) of the repair model {model}"
+        f" ({options.get('backend') or 'vllm'}; {calls} answer(s) still to get, {awaiting_repair}"
+        " stored answer(s) awaiting repair) and 1 load if any; not in the table."
+    ]
+
+
+def _read_jobs(sweep_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    return [
+        (path.parent, json.loads(path.read_text("utf-8")))
+        for path in sorted(sweep_dir.glob(f"*/{JOB_FILE}"))
+    ]
+
+
+def plan_sweep_evaluation(
+    sweep_dir: Path,
+    *,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str],
+    allow_partial: bool = False,
+    settings: PlanSettings | None = None,
+) -> EvaluationPlan:
+    """The evaluation :func:`omnistory_core.run.sweep.finish_sweep` would run at the end of this
+    dry-run sweep, planned.  Builds the evaluators as it does (their constructors check every
+    setting; nothing is loaded) and runs their pre-flight without the network: an unknown
+    evaluator or a bad setting raises :class:`EvaluationPlanError` (unless ``allow_partial``,
+    which blocks the evaluator as the evaluation would); a missing package, checkpoint or key is
+    listed under ``cannot_run_here``."""
+    from omnistory_core.data.cache import load_examples
+    from omnistory_core.errors import ConfigError, PluginError
+    from omnistory_eval.evaluators import build_evaluators
+    from omnistory_eval.preflight import (
+        NOT_ASKED,
+        NOT_PROBED,
+        causes_by_evaluator,
+        preflight,
+    )
+
+    settings = settings or PlanSettings()
+    plan = EvaluationPlan()
+    try:
+        systems = systems_to_evaluate(sweep_dir, _read_jobs(sweep_dir))
+    except RunDirError as exc:
+        plan.notes.append(f"evaluation: not planned, the evaluation would stop: {exc}")
+        return plan
+    if not systems:
+        plan.notes.append("evaluation: no system to evaluate (every job failed).")
+        return plan
+    fingerprints = {s.fingerprint for s in systems}
+    if len(fingerprints) > 1:
+        plan.notes.append(
+            f"evaluation: not planned, the evaluation would stop: {sweep_dir}: systems were run"
+            f" on different datasets: {fingerprints}"
+        )
+        return plan
+    first = systems[0]
+    store_root = Path(first.store or sweep_dir / "store")
+    try:
+        evaluators = build_evaluators(metrics, judges, overrides, store_root)
+    except (ConfigError, PluginError, ValueError) as exc:
+        raise EvaluationPlanError(" ".join(str(exc).split())) from None
+    problems = preflight(evaluators, network=False)
+    config = [p for p in problems if p.check == "config"]
+    if config and not allow_partial:
+        raise EvaluationPlanError(
+            "; ".join(f"{p.line()} ({p.remedy})" for p in config)
+            + " (the evaluation's pre-flight stops on this; evaluation.allow_partial=true scores"
+            " with the others)"
+        )
+    blocked = causes_by_evaluator(config) if allow_partial else {}
+    examples, _ = load_examples(first.spec)
+    result = plan_evaluation(
+        systems, examples, evaluators, ReadOnlyStore(store_root), settings, blocked
+    )
+    unchecked = [p for p in problems if p.detail in (NOT_PROBED, NOT_ASKED)]
+    environment = [p for p in problems if p.check != "config" and p not in unchecked]
+    result.cannot_run_here += list(dict.fromkeys(f"{p.line()}; {p.remedy}" for p in environment))
+    earlier = sum(1 for s in systems if s.outputs is not None)
+    notes = [
+        f"evaluation rows (metric/..., judge/...): the end-of-sweep evaluation of {len(systems)}"
+        " system(s)"
+        + (f" ({earlier} of them complete job directories of earlier runs)" if earlier else "")
+        + " x "
+        + f"{len(examples)} example(s), each distinct item scored once per evaluator and keyed"
+        " as the evaluation keys it. Items of outputs still to generate are keyed by the"
+        " generation call that makes them (shared by the systems sharing that call), assuming"
+        " every such call succeeds (a failure means a missing_output row and no call) and makes"
+        " an output no other call makes (identical outputs of different calls are scored once:"
+        " an upper bound there); exact once the outputs are generated.",
+    ]
+    if any(r.get("price_source") for r in result.rows.values()):
+        notes.append(
+            "evaluation est_cost_usd (hosted judges): input tokens counted on the prompt the"
+            " judge would send (an output still to generate counted as its reference), output"
+            " tokens = the judge's max_new_tokens (an upper bound)."
+        )
+    if environment:
+        notes.append(
+            "the evaluation's pre-flight stops on what 'evaluation cannot run here' lists, unless"
+            " evaluation.allow_partial=true (then those evaluators make no call)."
+        )
+    if unchecked:
+        notes.append(
+            "not checked (a dry run makes no network call): "
+            + ", ".join(dict.fromkeys(f"{p.evaluator} {p.check} {p.target}" for p in unchecked))
+            + "; the evaluation's pre-flight checks them."
+        )
+    result.notes = notes + result.notes
+    return result

@@ -1,0 +1,354 @@
+"""Evaluator-major scoring of a whole sweep.
+
+Each metric or judge is loaded once (on its first cache miss) and scores every item of every system
+in the run directory.  Items are keyed like any other call (evaluator + version + params + content
+hashes of exactly the inputs it reads), so a narration shared by several systems is scored once,
+re-running resumes where it stopped, and a fully scored sweep loads no model.  Every (system,
+example) gets its rows: a missing output becomes ``missing_output`` rows without any call.
+
+An evaluator that could not answer (see :mod:`omnistory_eval.outcomes`) gives ``error``
+rows carrying the cause.  Such outcomes never reach the store — and any an older version stored
+are ignored — so the next run computes them again without being asked to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from omnistory_core.components import Evaluator, Media
+from omnistory_core.contract import Failure, StoryExample
+from omnistory_core.engine.hashing import sha256_file
+from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.scores import ScoreRow
+from omnistory_eval.outcomes import record_error_cause
+
+CANDIDATE_MODALITY = {
+    "candidate_text": "text",
+    "candidate_image": "image",
+    "candidate_speech": "speech",
+}
+
+
+class RunDirError(Exception):
+    """A run directory that cannot be evaluated."""
+
+
+@dataclass
+class SystemOutputs:
+    system: str
+    job_dir: Path
+    manifest: dict[str, Any]
+    records: dict[int, dict[str, Any]]
+    plans: dict[int, dict[str, Any]]
+
+
+@dataclass
+class EvaluationResult:
+    rows: list[ScoreRow]
+    stats: dict[str, ComponentStats] = field(default_factory=dict)
+    items: dict[str, int] = field(default_factory=dict)  # evaluator -> items needing a score
+    #: evaluator -> one record per (system, example): call key, status and the evaluator's detail
+    #: (raw judge response, parse status, repairs, transcripts, ...) for auditing
+    audit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise RunDirError(f"{path}:{n}: invalid JSON: {exc}") from exc
+    return rows
+
+
+def discover_systems(run_dir: Path) -> list[SystemOutputs]:
+    """Complete job directories (with a manifest) below ``run_dir``, or ``run_dir`` itself."""
+    candidates = (
+        [run_dir]
+        if (run_dir / "manifest.json").exists()
+        else sorted(p.parent for p in run_dir.glob("*/manifest.json"))
+    )
+    systems = []
+    for job in candidates:
+        manifest = json.loads((job / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("status") != "complete":
+            continue
+        systems.append(
+            SystemOutputs(
+                system=str(manifest["system_id"]),
+                job_dir=job,
+                manifest=manifest,
+                records={r["index"]: r for r in _read_jsonl(job / "records.jsonl")},
+                plans={r["index"]: r for r in _read_jsonl(job / "plans.jsonl")},
+            )
+        )
+    names = [s.system for s in systems]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise RunDirError(f"{run_dir}: several job directories claim system ids {sorted(dupes)}")
+    return systems
+
+
+class _Hasher:
+    def __init__(self) -> None:
+        self.cache: dict[str, Media] = {}
+
+    def __call__(self, path: Path) -> Media:
+        key = str(path)
+        if key not in self.cache:
+            self.cache[key] = Media(path=key, sha256=sha256_file(key))
+        return self.cache[key]
+
+
+def example_pool(example: StoryExample, media: _Hasher) -> dict[str, Any]:
+    """The evaluation inputs of one example that every system shares: the current page, the
+    book metadata, the conditions and the reference answer."""
+    return {
+        "current_image": media(Path(example.current.image)),
+        "current_text": example.current.text,
+        "metadata": example.metadata,
+        "conditions": example.conditions,
+        "reference_text": example.reference.next_page.text,
+        "reference_image": media(Path(example.reference.next_page.image)),
+        "reference_speech": example.reference.speech.to_dict(),
+    }
+
+
+def candidate_pool(
+    system: SystemOutputs, example: StoryExample, media: _Hasher
+) -> tuple[dict[str, Any], set[str]]:
+    """All evaluation inputs for one (system, example) and the candidate inputs that are missing.
+    (The dry run builds the same pools from a job's plan: :mod:`omnistory_eval.plan`.)"""
+    pool = example_pool(example, media)
+    missing: set[str] = set()
+    record = system.records.get(example.index, {})
+    for name, modality in CANDIDATE_MODALITY.items():
+        entry = record.get(modality) or {}
+        path = system.job_dir / entry["path"] if entry.get("status") == "ok" else None
+        if path is None or not path.exists():
+            missing.add(name)
+        elif modality == "text":
+            pool[name] = path.read_text(encoding="utf-8")
+        else:
+            pool[name] = media(path)
+    plan = (system.plans.get(example.index) or {}).get("plan")
+    if plan is None:
+        missing.add("candidate_plan")
+    else:
+        pool["candidate_plan"] = plan
+    return pool, missing
+
+
+def outcome_error(evaluator: Evaluator, outcome: CallRecord | Failure | None) -> str | None:
+    """Why an outcome is an ``error`` (the evaluator did not answer), or None."""
+    if outcome is None:
+        return None
+    if isinstance(outcome, Failure):
+        return " ".join(outcome.message.split()) or outcome.category
+    cause = record_error_cause(outcome)
+    if cause is None and outcome.status == "ok":
+        # e.g. an answer awaiting repair
+        pending: Callable[[dict[str, Any]], str | None] | None
+        pending = getattr(evaluator, "result_error", None)
+        cause = pending(outcome.output or {}) if callable(pending) else None
+    return cause
+
+
+def rows_for(
+    evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | Failure | None
+) -> list[ScoreRow]:
+    kind = evaluator.kind
+    base = dict(
+        system=system,
+        example_id=example_id,
+        kind=kind,
+        track=evaluator.track,
+        evaluator=evaluator.name,
+    )
+    if outcome is None:
+        return [
+            ScoreRow(**base, criterion=c, score=None, status="missing_output")
+            for c in evaluator.criteria
+        ]
+    cause = outcome_error(evaluator, outcome)
+    if cause is not None:
+        return [
+            ScoreRow(**base, criterion=c, score=None, status="error", cause=cause)
+            for c in evaluator.criteria
+        ]
+    assert isinstance(outcome, CallRecord)
+    scores = outcome.output.get("scores") or {} if outcome.status == "ok" else {}
+    ok = outcome.status == "ok" and outcome.output.get("status", "ok") == "ok"
+    rows = []
+    for criterion in evaluator.criteria:
+        value = scores.get(criterion)
+        if ok and value is not None:
+            rows.append(ScoreRow(**base, criterion=criterion, score=float(value), status="ok"))
+        else:
+            rows.append(ScoreRow(**base, criterion=criterion, score=None, status="invalid"))
+    return rows
+
+
+class ResultStore:
+    """The store as the evaluation stages see it: results only.
+
+    An infrastructure error is a fact about this run, not about the item: it is not written, and
+    one written by an earlier version reads as absent, so the next run computes it again."""
+
+    def __init__(self, store: Store):
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:  # root, lock, put_blob, blob_path ...
+        return getattr(self._store, name)
+
+    def get(self, key: str) -> CallRecord | None:
+        record = self._store.get(key)
+        if record is not None and record_error_cause(record) is not None:
+            return None
+        return record
+
+    def put(self, record: CallRecord) -> None:
+        if record_error_cause(record) is None:
+            self._store.put(record)
+
+
+def evaluate_systems(
+    systems: list[SystemOutputs],
+    examples: list[StoryExample],
+    evaluators: Iterable[Evaluator],
+    store: Store,
+    *,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    retry_failures: bool = False,
+    blocked: dict[str, str] | None = None,
+) -> EvaluationResult:
+    """Score every (system, example) with every evaluator.  ``blocked``: evaluator key -> why it
+    cannot run here (the pre-flight's finding): it is not loaded and its items get ``error``
+    rows with that cause."""
+    progress = progress or (lambda label, total: lambda n: None)
+    blocked = blocked or {}
+    # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
+    store = cast(Store, store if isinstance(store, ResultStore) else ResultStore(store))
+    media = _Hasher()
+    pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
+    for s, system in enumerate(systems):
+        for example in examples:
+            pools[(s, example.index)] = candidate_pool(system, example, media)
+    result = EvaluationResult(rows=[])
+    for evaluator in evaluators:
+        stats = result.stats.setdefault(evaluator.key(), ComponentStats())
+        items, owners = [], []
+        for s, system in enumerate(systems):
+            for example in examples:
+                pool, missing = pools[(s, example.index)]
+                owners.append((system.system, example.id))
+                if missing & set(evaluator.reads):
+                    items.append(None)
+                else:
+                    items.append({name: pool[name] for name in evaluator.reads})
+        stage_items = [StageItem(n, item) for n, item in enumerate(items) if item is not None]
+        result.items[evaluator.key()] = len(stage_items)
+        if evaluator.key() in blocked:
+            why = Failure("unavailable", blocked[evaluator.key()])
+            outcomes: dict[int, Any] = {item.index: why for item in stage_items}
+        else:
+            lazy = LazyComponent(evaluator, stats)
+            outcomes = run_stage(
+                lazy,
+                stage_items,
+                store,
+                retry_failures=retry_failures,
+                advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
+            )
+            _report_load_failure(evaluator, outcomes)
+            finalize: Callable[..., dict[int, Any] | None] | None
+            finalize = getattr(evaluator, "finalize_stage", None)
+            if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
+                outcomes = finalize(outcomes, store) or outcomes
+            lazy.release()
+        for n, (system_id, example_id) in enumerate(owners):
+            outcome = outcomes.get(n)
+            result.rows.extend(rows_for(evaluator, system_id, example_id, outcome))
+            result.audit.setdefault(evaluator.key(), []).append(
+                audit_record(system_id, example_id, outcome, outcome_error(evaluator, outcome))
+            )
+    return result
+
+
+def audit_record(
+    system: str,
+    example_id: str,
+    outcome: CallRecord | Failure | None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    if outcome is None:
+        return {"system": system, "example_id": example_id, "status": "missing_output"}
+    if isinstance(outcome, Failure):
+        return {
+            "system": system,
+            "example_id": example_id,
+            "status": "error",
+            "cause": error or outcome.message,
+            "failure": outcome.to_dict(),
+        }
+    output = outcome.output or {}
+    status = output.get("status", "ok") if outcome.status == "ok" else "failure"
+    record = {
+        "system": system,
+        "example_id": example_id,
+        "call_key": outcome.key,
+        "status": "error" if error is not None else status,
+        "scores": output.get("scores"),
+        "detail": output.get("detail"),
+        "failure": outcome.failure,
+    }
+    if error is not None:
+        record["cause"] = error
+    return record
+
+
+def status_counts(rows: Iterable[ScoreRow]) -> dict[str, dict[str, int]]:
+    """evaluator key -> rows per status (ok, invalid, error, missing_output)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        counts = out.setdefault(
+            f"{row.kind}/{row.evaluator}",
+            dict.fromkeys(("ok", "invalid", "error", "missing_output"), 0),
+        )
+        counts[row.status] = counts.get(row.status, 0) + 1
+    return out
+
+
+def _report_load_failure(evaluator: Evaluator, outcomes: dict[int, Any]) -> None:
+    """A model that could not load (e.g. "skipped: <model> not available offline; run the prefetch
+    command") leaves its rows ``error``; say so once, loudly, instead of per row."""
+    import sys
+
+    for outcome in outcomes.values():
+        failure = getattr(outcome, "failure", None) or {}
+        message = failure.get("message", "") if isinstance(failure, dict) else ""
+        if message.startswith("load failed:"):
+            print(
+                f"[omnistory] {evaluator.key()}: {message[len('load failed:') :].strip()}"
+                " (its rows are 'error' and are recomputed next run; python -m omnistory_core"
+                " prefetch"
+                f" {evaluator.kind}={evaluator.name})",
+                file=sys.stderr,
+            )
+            return
+
+
+def merge_rows(existing: Iterable[ScoreRow], new: list[ScoreRow]) -> list[ScoreRow]:
+    """Replace the rows of the evaluators just run; keep everything else already in the table."""
+    replaced = {(r.kind, r.evaluator) for r in new}
+    kept = [r for r in existing if (r.kind, r.evaluator) not in replaced]
+    return kept + new

@@ -1,0 +1,46 @@
+"""The evaluation the core's sweep callback and dry run call (its ``EvaluationService``)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+
+def _names(evaluation: dict[str, Any], key: str) -> list[str]:
+    return [str(v) for v in evaluation.get(key) or []]
+
+
+class SweepEvaluation:
+    """Checks evaluator names before a sweep, scores it at its end, plans it in a dry run."""
+
+    def check(self, metrics: list[str], judges: list[str]) -> None:
+        from omnistory_eval.evaluators import check_evaluator_names
+
+        check_evaluator_names(metrics, judges)
+
+    def run(self, sweep_dir: Path, *, evaluation: dict[str, Any], progress: bool) -> int:
+        from omnistory_eval.command import evaluate_and_summarize
+
+        status, _ = evaluate_and_summarize(
+            sweep_dir,
+            metrics=_names(evaluation, "metrics"),
+            judges=_names(evaluation, "judges"),
+            overrides=_names(evaluation, "overrides"),
+            progress_enabled=progress,
+            allow_partial=bool(evaluation.get("allow_partial", False)),
+        )
+        logging.getLogger("omnistory").info("scores: %s", sweep_dir / "scores.jsonl")
+        return status
+
+    def plan(self, sweep_dir: Path, *, evaluation: dict[str, Any], settings: Any) -> Any:
+        from omnistory_eval.plan import plan_sweep_evaluation
+
+        return plan_sweep_evaluation(
+            sweep_dir,
+            metrics=_names(evaluation, "metrics"),
+            judges=_names(evaluation, "judges"),
+            overrides=_names(evaluation, "overrides"),
+            allow_partial=bool(evaluation.get("allow_partial", False)),
+            settings=settings,
+        )
