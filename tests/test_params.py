@@ -66,7 +66,7 @@ def test_wrong_type_or_value_is_one_line_exit_2(tmp_path: Path, override, messag
 def test_component_without_yaml_is_selectable_with_its_declared_defaults(tmp_path: Path) -> None:
     # no conf/tts/espeak.yaml, conf/image/noop.yaml or conf/planner/noop.yaml exist: the nodes
     # come from the declarations
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[1] / "omnistory_core" / "conf"
     assert not (conf / "tts" / "espeak.yaml").exists()
     assert not (conf / "image" / "noop.yaml").exists()
     proc = run_cli(

@@ -13,7 +13,6 @@ from omnistory_eval.judges.specs import JUDGE_SPECS
 from omnistory_testkit import FakeServer, Reply, demo_planner_items
 
 from omnistory_core.api import BASE_PARAMETERS, OpenAIChatPlanner, PlannerResponse, with_defaults
-from omnistory_core.kit.planning import retry as planning_retry
 from omnistory_core.kit.retry import RETRYABLE_STATUSES, RetryPolicy
 
 pytest.importorskip("openai")
@@ -98,8 +97,6 @@ def test_planners_and_judges_wait_what_retry_after_asks(headers, wait) -> None:
 
 
 def test_one_policy_class_and_one_module() -> None:
-    assert planning_retry.RetryPolicy is RetryPolicy
-    assert planning_retry.RETRYABLE_STATUSES is RETRYABLE_STATUSES
     backend = OpenAICompatibleBackend(JUDGE, {"base_url": "http://127.0.0.1:9/v1"})
     assert isinstance(backend.policy, RetryPolicy)
     planner = ChatPlanner(base_url="http://127.0.0.1:9/v1", seed=0)

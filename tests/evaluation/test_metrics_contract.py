@@ -14,7 +14,7 @@ from omnistory_eval.metrics import METRICS
 from omnistory_core.components import EVALUATION_INPUTS, Metric
 from omnistory_core.scores import TRACKS
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "metric"
+CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "metric"
 EXPECTED = {
     "bertscore": ("text", ("f1",)),
     "clip": ("image", ("cosine",)),

@@ -173,14 +173,12 @@ def test_requests_beyond_the_limits_go_in_several_batches(server, items, tmp_pat
 
 
 def test_dry_run_estimate_is_halved(items):
-    from omnistory_core.engine.dryrun import PlanSettings, _estimate, _pricing
-
     standard = GPTPlanner(prices=PRICES)
     batched = GPTPlanner(prices=PRICES, batch=True)
-    pricing = _pricing(standard)
-    assert pricing is not None
-    full = _estimate(standard, items[0], pricing, PlanSettings())
-    half = _estimate(batched, items[0], pricing, PlanSettings())
+    pricing = standard.pricing()  # the planner prices its own calls for the dry run
+    assert pricing is not None and pricing.price is not None
+    full = standard.estimate(items[0], pricing, None)
+    half = batched.estimate(items[0], pricing, None)
     assert half["input_tokens"] == full["input_tokens"] and half["batch"] is True
     assert half["cost_usd"] == pytest.approx(full["cost_usd"] * BATCH_DISCOUNT)
 

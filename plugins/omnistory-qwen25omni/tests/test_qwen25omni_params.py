@@ -8,7 +8,8 @@ import pytest
 import yaml
 from omnistory_qwen25omni.backbone import DEFAULTS, RUNTIME_PARAMS, Qwen25OmniBackbone
 
-from omnistory_core.engine.system import check_produces, paradigm_of
+from omnistory_core.components import check_produces
+from omnistory_core.engine.system import paradigm_of
 from omnistory_core.errors import ConfigError
 
 YAML = (

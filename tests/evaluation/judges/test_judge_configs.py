@@ -16,15 +16,15 @@ from omnistory_eval.judges import (
     JUDGE_SPECS,
     PANELS,
     PAPER_JUDGES,
-    plugin,
 )
 from omnistory_eval.judges.backends.base import Decoding
 from omnistory_eval.judges.backends.vllm_offline import engine_arguments
+from omnistory_eval import plugin
 
 from omnistory_core import hookspecs
 from omnistory_core.components import EVALUATION_INPUTS, Judge
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "judge"
+CONF = Path(__file__).resolve().parents[3] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "judge"
 
 TABLE_6 = {  # checkpoint: (track, backend, context limit, max output tokens), typed from the paper
     "Qwen/Qwen3-30B-A3B-Instruct-2507": ("text", "vllm", 8192, 1024),
@@ -197,7 +197,7 @@ def test_hydra_composes_a_judge_config():
 
 def test_importing_the_judges_loads_no_heavy_stack():
     code = (
-        "import sys, omnistory_eval.judges, omnistory_eval.judges.plugin, "
+        "import sys, omnistory_eval.judges, omnistory_eval.plugin, "
         "omnistory_eval.judges.command\n"
         "heavy = [m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules]\n"
         "print(','.join(heavy))"
