@@ -164,6 +164,10 @@ class Component:
     baseline: ClassVar[bool] = False
     default_batch_size: ClassVar[int] = 1
     description: ClassVar[str] = ""
+    #: ``item``: one call per item; ``group``: one cached call per group of items (a story), whose
+    #: inputs are ``{"items": [each item's inputs, in order]}`` and whose result is a list with one
+    #: output per item (methods that condition a shot on the previous one)
+    unit: ClassVar[str] = "item"
     #: declared parameters (``None``: undeclared, any key is accepted unchecked)
     parameters: ClassVar[tuple[Param, ...] | None] = None
 
@@ -292,8 +296,12 @@ class Evaluator(Component):
     ``EVALUATION_INPUTS`` (candidate_* are the system's outputs, reference_* the gold data);
     ``run_batch`` returns one :class:`EvalResult` (or Failure/Exception) per item."""
 
-    track: ClassVar[str]  # "text" | "image" | "speech" | "omni"
+    track: ClassVar[str]  # one of the task's tracks (Omni-StoryBench: text, image, speech, omni)
     criteria: ClassVar[tuple[str, ...]]
+    #: what one scored item is: ``item`` (an Omni-StoryBench transition, a ViStoryBench shot),
+    #: ``group`` (a story: the item's inputs hold every shot of it) or ``run`` (all of a
+    #: system's outputs at once, e.g. Inception Score); the scores table keeps it per row
+    scope: ClassVar[str] = "item"
     #: the closed interval every score lies in, e.g. ``(0.0, 1.0)``; None: undeclared (a judge
     #: then has the rubric's 1-10).  ``omnistory_testkit.check_component`` holds scores to it.
     score_range: ClassVar[tuple[float, float] | None] = None
