@@ -25,7 +25,7 @@ JUDGE = "text-qwen3-30b-a3b"
 
 def main() -> int:
     from omnistory_eval.judges import CRITERIA
-    from omnistory_eval.metrics import testing
+    from omnistory_testkit import metric_checkpoints as testing
     from omnistory_eval.runner import discover_systems, evaluate_systems
     from omnistory_testkit import LocalChatServer, Reply
 

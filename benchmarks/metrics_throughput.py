@@ -102,7 +102,7 @@ def main() -> None:
     import torch
     from omnistory_eval import speech_analysis as sm
     from omnistory_eval.metrics import BERTScoreMetric, CLIPMetric, SpeechMetaMetric
-    from omnistory_eval.metrics import testing as tiny
+    from omnistory_testkit import metric_checkpoints as tiny
 
     wanted = {m.strip() for m in args.metrics.split(",") if m.strip()}
     print(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs and run it.  Used verbatim by .ci/run.
-#  1. .venv: the core, every first-party plugin, test and model-stack dependencies (torch CPU).
+#  1. .venv: the core, the evaluation, report and test-kit distributions, every first-party
+#     plugin, test and model-stack dependencies (torch CPU).
 #  2. scripts/lint.sh: ruff check, ruff format --check, pyright on omnistory_core/ (fails fast).
 #  3. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
 #     transformers 4.46.1), created once by `omnistory env create` and reused; their model tests
@@ -26,8 +27,10 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
-# every first-party plugin, as a user installs a third-party one (not editable)
-.venv/bin/python -m pip install -q -e ".[test,metrics,judges,cluster]" ./plugins/*/
+# every first-party plugin, as a user installs a third-party one (not editable); the evaluation
+# distribution with its metric and judge extras
+.venv/bin/python -m pip install -q -e ".[test,cluster]" "./plugins/omnistory-eval[metrics,judges]" \
+  $(ls -d plugins/*/ | grep -v '^plugins/omnistory-eval/$')
 
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
 # in a minute or two instead of after the TTS environment and the whole test run
@@ -36,7 +39,10 @@ bash scripts/lint.sh
 if [ ! -x .venvs/tts/bin/python ]; then
   .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
 fi
-.venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19"
+# the emotion members of metric=speech_meta run as workers in this environment: they import
+# omnistory_eval, and the test builds their tiny checkpoints with the test kit
+.venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19" \
+  ./plugins/omnistory-eval ./plugins/omnistory-testkit
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
 
 # two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)

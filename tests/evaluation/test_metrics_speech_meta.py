@@ -477,7 +477,7 @@ def test_three_member_ensemble_with_speechbrain_and_emotion2vec_workers(models, 
         [
             SPEECH_PYTHON,
             "-c",
-            "import sys; from omnistory_eval.metrics import testing as t;"
+            "import sys; from omnistory_testkit import metric_checkpoints as t;"
             "t.build_speechbrain_iemocap_standin(sys.argv[1]);"
             " t.build_tiny_emotion2vec(sys.argv[2])",
             str(tmp_path / "sb"),
