@@ -1,11 +1,17 @@
-"""The long scores table: one row per (system, example, evaluator, criterion).
+"""The long scores table: one row per (system, scope, unit, track, evaluator, criterion).
 
 This format is a public contract shared by metrics, judges and the analysis/report code::
 
     {"system", "example_id", "kind": "metric"|"judge"|"human",
-     "track": "text"|"image"|"speech"|"omni",
+     "track": one of the task's tracks (Omni-StoryBench: "text"|"image"|"speech"|"omni"),
      "evaluator", "criterion", "score": float|null,
-     "status": "ok"|"missing_output"|"invalid"|"error"}
+     "status": "ok"|"missing_output"|"invalid"|"error",
+     "scope": "group"|"run"  (absent: "item")}
+
+``scope`` says what ``example_id`` names: an item (an Omni-StoryBench transition, a ViStoryBench
+shot; the default, left out of the line so item rows read as they always have), a group (a story:
+``example_id`` is its id) or the whole run (Inception Score: ``example_id`` is ``""``).  The tracks
+come from the task (:mod:`omnistory_core.tasks`), so a row checks only their form here.
 
 Statuses: ``ok`` a score; ``missing_output`` the system produced no output to score; ``invalid``
 the evaluator answered and the answer is unusable after the permitted repair (the paper's meaning);
@@ -29,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 KINDS = ("metric", "judge", "human")
-TRACKS = ("text", "image", "speech", "omni")
+SCOPES = ("item", "group", "run")
 STATUSES = ("ok", "missing_output", "invalid", "error")
 COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion", "score", "status")
 
@@ -46,12 +52,16 @@ class ScoreRow:
     status: str
     #: why an ``error`` row (or a skipped ``human`` row) has no score (outside COLUMNS)
     cause: str | None = None
+    #: what ``example_id`` names (see the module docstring)
+    scope: str = "item"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
-        if self.track not in TRACKS:
-            raise ValueError(f"track must be one of {TRACKS}, got {self.track!r}")
+        if not isinstance(self.track, str) or not self.track or self.track != self.track.strip():
+            raise ValueError(f"track must be a task's track name, got {self.track!r}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {self.scope!r}")
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
         if self.status == "ok" and self.score is None:
@@ -63,6 +73,8 @@ class ScoreRow:
         data = asdict(self)
         if data["cause"] is None:
             del data["cause"]
+        if data["scope"] == "item":  # item rows keep the bytes they always had
+            del data["scope"]
         return data
 
 
@@ -91,7 +103,9 @@ def read_scores(path: str | Path) -> Iterator[ScoreRow]:
                 data = json.loads(line)
                 cause = data.get("cause")
                 yield ScoreRow(
-                    **{k: data[k] for k in COLUMNS}, cause=None if cause is None else str(cause)
+                    **{k: data[k] for k in COLUMNS},
+                    cause=None if cause is None else str(cause),
+                    scope=str(data.get("scope", "item")),
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}:{lineno}: invalid scores row: {exc}") from exc

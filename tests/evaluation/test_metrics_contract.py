@@ -12,7 +12,7 @@ import yaml
 from omnistory_eval.metrics import METRICS
 
 from omnistory_core.components import EVALUATION_INPUTS, Metric
-from omnistory_core.scores import TRACKS
+from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
 
 CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "metric"
 EXPECTED = {
@@ -26,7 +26,7 @@ EXPECTED = {
 def test_metric_declares_the_contract(cls):
     assert issubclass(cls, Metric) and cls.kind == "metric"
     assert (cls.track, cls.criteria) == EXPECTED[cls.name]
-    assert cls.track in TRACKS
+    assert cls.track in OMNISTORYBENCH.track_names
     assert set(cls.reads) <= set(EVALUATION_INPUTS)
     assert not cls.oracle  # metrics read references as evaluators, not as generation components
     assert cls.version and cls.checkpoints({})

@@ -15,14 +15,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
 from omnistory_core.scores import (
     COLUMNS,
     KINDS,
     STATUSES,
-    TRACKS,
     ScoreRow,
     read_scores,
 )
+
+#: the tracks of the task this frame's tables are built for
+TRACKS = OMNISTORYBENCH.track_names
 
 KEY_COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion")
 _STRING_COLUMNS = ("system", "example_id", "kind", "track", "evaluator", "criterion", "status")
