@@ -16,27 +16,37 @@ such plugin needs is here, once:
 * :meth:`Checkout.import_modules` -- import modules from the checkout.  Upstream repositories use
   generic top-level names (``models``, ``training``, ``utils``); same-named modules imported from
   somewhere else (another model's checkout, another copy of this one) are dropped from
-  ``sys.modules`` first, so the names always resolve to this checkout.
+  ``sys.modules`` first, so the names always resolve to this checkout;
+* :class:`CheckoutBackbone` -- the backbone side of it: the checkout checked when the component is
+  built, its code's digest in the cache key, a warning when it is not at the pinned commit, one
+  error message for code that does not import, the commit recorded with every result.
 
-Standard library only: plugins build their :class:`Checkout` at import time, and
-``import omnistory_core`` must stay light.
+No third-party import: plugins build their :class:`Checkout` at import time, and
+``import omnistory_core`` must stay light (the core modules used here import the standard library
+only).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar, TypeVar
+
+from omnistory_core.components import Backbone, ComponentError
+from omnistory_core.kit.diffusion import SettingsError
+from omnistory_core.params import Param, ParamError
 
 __all__ = [
     "Checkout",
+    "CheckoutBackbone",
     "CheckoutError",
     "drop_foreign_modules",
     "git_revision",
@@ -44,6 +54,11 @@ __all__ = [
     "source_env",
     "tree_digest",
 ]
+
+
+log = logging.getLogger("omnistory")
+
+T = TypeVar("T")
 
 
 class CheckoutError(ValueError):
@@ -130,6 +145,13 @@ class Checkout:
             f"(or export {self.env}=$PWD/{self.name})"
         )
 
+    def declaration(self, doc: str | None = None) -> Param:
+        """The component parameter that holds the directory: required, runtime-only (the key
+        holds the code's digest instead), documented by ``doc`` or as the checkout of
+        :attr:`slug`."""
+        doc = doc or f"checkout of {self.slug} (required; the key hashes its code)"
+        return Param(self.param, str, None, doc, runtime=True)
+
     # -- checking ------------------------------------------------------------------------------
     def locate(self, value: Any) -> Path:
         """``value`` as a directory (not resolved), or a :class:`CheckoutError` when it is unset,
@@ -199,6 +221,96 @@ class Checkout:
                 sys.path.append(entry)
         importlib.invalidate_caches()
         return tuple(importlib.import_module(name) for name in names)
+
+
+class CheckoutBackbone(Backbone):
+    """A backbone whose model code is imported from a :class:`Checkout`.
+
+    Building one checks its settings (:meth:`check`) and its checkout (:meth:`check_source_dir`),
+    either failing as one :class:`~omnistory_core.params.ParamError` line (a configuration error,
+    before anything loads); then takes the code's digest (``source_digest``, the cache key's
+    ``source_tree``: the directory differs between machines, the code does not) and the
+    checked-out commit (``source_revision``, recorded with every result by
+    :meth:`record_revision`).  ``load()`` calls :meth:`warn_if_unpinned` and
+    :meth:`import_checkout`.
+    """
+
+    #: the git repository the model code comes from
+    checkout: ClassVar[Checkout]
+    #: appended to the "not the pinned commit" warning, e.g. where the pin comes from
+    pin_note: ClassVar[str] = ""
+    #: how to run in an environment where the checkout's code imports (the import error's
+    #: advice); empty: build it with ``env create`` and point ``runner.python`` at it
+    environment_hint: ClassVar[str] = ""
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        try:
+            self.settings = self.check(self.params)
+            self.source_dir = self.check_source_dir(self.params[self.checkout.param])
+        except (SettingsError, CheckoutError) as exc:
+            raise ParamError(str(exc)) from None
+        self.source_digest = self.checkout.digest(self.source_dir)
+        self.source_revision = git_revision(self.source_dir)
+        self.upstream: Any = None
+
+    @classmethod
+    def check(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings from the declared parameters; a :class:`SettingsError` names the first
+        bad one."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_source_dir(cls, value: Any) -> Path:
+        """The checkout's resolved directory, or a one-line :class:`CheckoutError`."""
+        return cls.checkout.check_dir(value)
+
+    # -- identity ------------------------------------------------------------------------------
+    def unkeyed_settings(self) -> set[str]:
+        """Settings that change no output, so stay out of the cache key: the runtime ones."""
+        return set(self.runtime_params)
+
+    def output_params(self) -> dict[str, Any]:
+        """The effective settings and the checkout's code by content."""
+        skip = self.unkeyed_settings()
+        params = {k: v for k, v in sorted(self.settings.items()) if k not in skip}
+        params["source_tree"] = self.source_digest
+        return params
+
+    def record_revision(self, usage: dict[str, Any]) -> None:
+        """Put the checked-out commit, when known, into a result's ``usage``."""
+        if self.source_revision:
+            usage["source_revision"] = self.source_revision
+
+    # -- loading -------------------------------------------------------------------------------
+    def warn_if_unpinned(self) -> None:
+        """Warn when the checkout is known to be at another commit than the pinned one."""
+        revision, pinned = self.source_revision, self.checkout.commit
+        if revision and not revision.startswith(pinned):
+            log.warning(
+                f"{self.checkout.component}: %s is at commit %s, not %s{self.pin_note}",
+                self.source_dir,
+                revision[:12],
+                pinned[:12],
+            )
+
+    def import_checkout(self, import_upstream: Callable[[Path], T]) -> T:
+        """``import_upstream(source_dir)``; whatever it raises becomes a :class:`ComponentError`
+        that says which environment to run in and how to complete the checkout."""
+        c = self.checkout
+        try:
+            return import_upstream(self.source_dir)
+        except Exception as exc:
+            group = c.component.partition("=")[0]
+            hint = self.environment_hint or (
+                f"build its environment with `python -m omnistory_core env create {c.component}`"
+                f" and run with {group}.runner.python=<that venv>/bin/python"
+            )
+            raise ComponentError(
+                f"{c.component}: cannot import {c.name}'s code from {c.param}={self.source_dir}: "
+                f"{type(exc).__name__}: {exc} -- {hint}; if the checkout is incomplete, "
+                f"{c.get_it()}"
+            ) from exc
 
 
 # -- pure helpers ------------------------------------------------------------------------------

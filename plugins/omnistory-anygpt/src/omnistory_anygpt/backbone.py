@@ -21,7 +21,6 @@ what the earlier passes made is kept.  AnyGPT's code comes from a checkout of it
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,23 +35,13 @@ from omnistory_anygpt.parsing import (
     parse_text_answer,
     segment_codes,
 )
-from omnistory_anygpt.source import (
-    GET_IT,
-    PINNED_COMMIT,
-    SourceError,
-    check_source_dir,
-    git_revision,
-    import_upstream,
-    tree_digest,
-)
+from omnistory_anygpt.source import CHECKOUT, import_upstream
 from omnistory_core.api import (
     Audio,
-    Backbone,
     BackboneOutput,
     ComponentError,
     Failure,
     Param,
-    ParamError,
     SettingsError,
     boolean,
     exception_failure,
@@ -63,8 +52,7 @@ from omnistory_core.api import (
     resolve_device,
     setting,
 )
-
-log = logging.getLogger("omnistory")
+from omnistory_core.kit.checkout import CheckoutBackbone
 
 #: AnyGPT's environment: the inference subset of the repository's requirements.txt with its pins
 #: (torch 2.1.0, transformers 4.34.1, diffusers 0.20.2), plus what newer releases broke since:
@@ -111,7 +99,7 @@ PASSES: tuple[tuple[str, str], ...] = (
 )
 
 
-class AnyGPT(Backbone):
+class AnyGPT(CheckoutBackbone):
     """AnyGPT-chat (LLaMA-2 7B, discrete image/speech/music tokens): text, image and speech."""
 
     name = "anygpt"
@@ -121,15 +109,14 @@ class AnyGPT(Backbone):
     default_batch_size = 1
     description = "AnyGPT-chat + SEED tokenizer/unCLIP + SpeechTokenizer/SoundStorm (any-to-any)"
     requirements: ClassVar[tuple[str, ...]] = ANYGPT_REQUIREMENTS
+    checkout = CHECKOUT
+    environment_hint = (
+        "run the backbone in AnyGPT's environment (backbone.runner.python=<that venv>/bin/python,"
+        " see the plugin README)"
+    )
     # null (as for every number here) = the default
     parameters = (
-        Param(
-            "source_dir",
-            str,
-            None,
-            "checkout of OpenMOSS/AnyGPT (required; the key hashes its code)",
-            runtime=True,
-        ),
+        CHECKOUT.declaration(),
         Param("model", str, "fnlp/AnyGPT-chat", "the chat model: hub id or local directory"),
         Param("image_tokenizer", str, "AILab-CVC/seed-tokenizer-2", "SEED tokenizer-2 (or .pt)"),
         Param("image_tokenizer_file", str, "seed_quantizer.pt", "quantizer in image_tokenizer"),
@@ -184,14 +171,6 @@ class AnyGPT(Backbone):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        try:
-            self.settings = self.check(self.params)
-            self.source_dir = check_source_dir(self.params["source_dir"])
-        except (SettingsError, SourceError) as exc:
-            raise ParamError(str(exc)) from None
-        self.source_digest = tree_digest(self.source_dir)
-        self.source_revision = git_revision(self.source_dir)
-        self.upstream: Any = None
         self.model: Any = None
         self.tokenizer: Any = None
         self.image_tokenizer: Any = None
@@ -271,13 +250,6 @@ class AnyGPT(Backbone):
             for key in ("model", "image_tokenizer", "image_decoder", "speech_modules")
         ] + [SEED_QFORMER_BERT]
 
-    def output_params(self) -> dict[str, Any]:
-        """The effective settings and the checkout's code by content; the checkout's directory
-        and the device are runtime-only."""
-        params = {k: v for k, v in sorted(self.settings.items()) if k not in self.runtime_params}
-        params["source_tree"] = self.source_digest
-        return params
-
     def generation_settings(self, modality: str) -> dict[str, Any]:
         """The ``GenerationConfig`` of one pass: the runner's ``config/*_generate_config.json``
         (text/image/speech) -- sampling, temperature, top-p, min/max new tokens, and a repetition
@@ -299,22 +271,8 @@ class AnyGPT(Backbone):
         """Import AnyGPT's code from the checkout, then load the SEED tokenizer with its unCLIP
         decoder, SpeechTokenizer, SoundStorm and the chat model, as the upstream chat CLI does."""
         s = self.settings
-        if self.source_revision and self.source_revision != PINNED_COMMIT:
-            log.warning(
-                "backbone=anygpt: %s is at commit %s, not %s",
-                self.source_dir,
-                self.source_revision[:12],
-                PINNED_COMMIT[:12],
-            )
-        try:
-            upstream = import_upstream(self.source_dir)
-        except Exception as exc:
-            raise ComponentError(
-                f"backbone=anygpt: cannot import AnyGPT's code from source_dir={self.source_dir}: "
-                f"{type(exc).__name__}: {exc} -- run the backbone in AnyGPT's environment "
-                "(backbone.runner.python=<that venv>/bin/python, see the plugin README); if the "
-                f"checkout is incomplete, {GET_IT}"
-            ) from exc
+        self.warn_if_unpinned()
+        upstream = self.import_checkout(import_upstream)
         import torch
         from transformers import LlamaForCausalLM, LlamaTokenizer
 
@@ -396,8 +354,7 @@ class AnyGPT(Backbone):
         seed = self.example_seed(item)
         torch.manual_seed(seed)
         usage: dict[str, Any] = {"passes": 3, "seed": seed}
-        if self.source_revision:
-            usage["source_revision"] = self.source_revision
+        self.record_revision(usage)
         out = BackboneOutput(usage=usage)
         step = "encode"
         try:

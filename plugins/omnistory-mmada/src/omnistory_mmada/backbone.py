@@ -17,18 +17,15 @@ from a checkout of its git repository (``source_dir``), see :mod:`omnistory_mmad
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
     DTYPE_NAMES,
-    Backbone,
     BackboneOutput,
     ComponentError,
     Failure,
     Param,
-    ParamError,
     SettingsError,
     exception_failure,
     item_seed,
@@ -39,19 +36,10 @@ from omnistory_core.api import (
     resolve_dtype,
     setting,
 )
+from omnistory_core.kit.checkout import CheckoutBackbone
 from omnistory_mmada.parsing import interpret
 from omnistory_mmada.prompts import mmu_messages, t2i_prompt
-from omnistory_mmada.source import (
-    GET_IT,
-    PINNED_COMMIT,
-    SourceError,
-    check_source_dir,
-    git_revision,
-    import_upstream,
-    tree_digest,
-)
-
-log = logging.getLogger("omnistory")
+from omnistory_mmada.source import CHECKOUT, PINNED_COMMIT, import_upstream
 
 #: the environment of MMaDA's code: the inference subset of the repository's requirements.txt
 #: with its pins (transformers, diffusers); torch as in the official Omni-StoryBench environment
@@ -87,7 +75,7 @@ SPECIAL_TOKENS: tuple[str, ...] = (
 _SCHEDULE = re.compile(r"^(cosine|linear|sigmoid|pow\d+(\.\d+)?)$")
 
 
-class MMaDA(Backbone):
+class MMaDA(CheckoutBackbone):
     """MMaDA-8B-MixCoT (discrete diffusion LLM) with the MAGVIT-v2 image tokenizer: text + image."""
 
     name = "mmada"
@@ -97,14 +85,12 @@ class MMaDA(Backbone):
     default_batch_size = 1
     description = "MMaDA-8B-MixCoT + MAGVIT-v2: next-page narration and illustration (T+I)"
     requirements: ClassVar[tuple[str, ...]] = MMADA_REQUIREMENTS
+    checkout = CHECKOUT
+    pin_note = " (the official runner's pin)"
     # null (as for every number here) = the default
     parameters = (
-        Param(
-            "source_dir",
-            str,
-            None,
-            f"checkout of Gen-Verse/MMaDA at {PINNED_COMMIT} (required; the key hashes its code)",
-            runtime=True,
+        CHECKOUT.declaration(
+            f"checkout of Gen-Verse/MMaDA at {PINNED_COMMIT} (required; the key hashes its code)"
         ),
         Param("model", str, "Gen-Verse/MMaDA-8B-MixCoT", "hub id or directory (weights+tokenizer)"),
         Param("revision", str, None, "hub revision of the model; null: default branch"),
@@ -127,17 +113,9 @@ class MMaDA(Backbone):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        try:
-            self.settings = self.check(self.params)
-            self.source_dir = check_source_dir(self.params["source_dir"])
-        except (SettingsError, SourceError) as exc:
-            raise ParamError(str(exc)) from None
-        self.source_digest = tree_digest(self.source_dir)
-        self.source_revision = git_revision(self.source_dir)
         self.model: Any = None
         self.vq_model: Any = None
         self.prompting: Any = None
-        self.upstream: Any = None
         self.device: str | None = None
 
     @classmethod
@@ -215,34 +193,13 @@ class MMaDA(Backbone):
             str(params.get("vq_model") or cls.defaults["vq_model"]),
         ]
 
-    def output_params(self) -> dict[str, Any]:
-        """The effective settings (defaults filled in, spellings normalised) and the checkout's
-        code by content; the directory and the device are runtime-only."""
-        params = {k: v for k, v in sorted(self.settings.items()) if k not in self.runtime_params}
-        params["source_tree"] = self.source_digest
-        return params
-
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
         """Import MMaDA's code from the checkout, then load the tokenizer, MAGVIT-v2 and MMaDA the
         way the upstream inference scripts do."""
         s = self.settings
-        if self.source_revision and not self.source_revision.startswith(PINNED_COMMIT):
-            log.warning(
-                "backbone=mmada: %s is at commit %s, not %s (the official runner's pin)",
-                self.source_dir,
-                self.source_revision[:12],
-                PINNED_COMMIT,
-            )
-        try:
-            upstream = import_upstream(self.source_dir)
-        except Exception as exc:
-            raise ComponentError(
-                f"backbone=mmada: cannot import MMaDA's code from source_dir={self.source_dir}: "
-                f"{type(exc).__name__}: {exc} -- build its environment with `python -m "
-                "omnistory_core env create backbone=mmada` and run with backbone.runner.python="
-                f"<that venv>/bin/python; if the checkout is incomplete, {GET_IT}"
-            ) from exc
+        self.warn_if_unpinned()
+        upstream = self.import_checkout(import_upstream)
         from transformers import AutoTokenizer
 
         try:
@@ -310,8 +267,7 @@ class MMaDA(Backbone):
             "t2i_prompt": prompt,
             "repairs": page.repairs,
         }
-        if self.source_revision:
-            usage["source_revision"] = self.source_revision
+        self.record_revision(usage)
         out = BackboneOutput(text=page.text, plan={"speech": page.speech}, usage=usage)
         try:
             image = self.draw(prompt)

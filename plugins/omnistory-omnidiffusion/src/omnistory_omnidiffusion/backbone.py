@@ -20,23 +20,22 @@ speech decoder come from a git checkout of VITA-MLLM/Omni-Diffusion (``source_di
 
 from __future__ import annotations
 
-import logging
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
     Audio,
-    Backbone,
     BackboneOutput,
     ComponentError,
     Failure,
-    ParamError,
     SettingsError,
     release_cuda_memory,
     resolve_device,
     resolve_dtype,
 )
+from omnistory_core.kit.checkout import CheckoutBackbone
 from omnistory_omnidiffusion import prompts
 from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import (
@@ -46,17 +45,7 @@ from omnistory_omnidiffusion.settings import (
     check_settings,
     checkpoints,
 )
-from omnistory_omnidiffusion.source import (
-    GET_IT,
-    PINNED_COMMIT,
-    SourceError,
-    check_source_dir,
-    git_revision,
-    import_upstream,
-    tree_digest,
-)
-
-log = logging.getLogger("omnistory")
+from omnistory_omnidiffusion.source import CHECKOUT, check_source_dir, import_upstream
 
 #: the GLM-4-Voice decoder's output rate (its HiFT vocoder; the official runner writes this rate)
 SAMPLE_RATE = 22050
@@ -135,7 +124,7 @@ def seed_everything(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
-class OmniDiffusion(Backbone):
+class OmniDiffusion(CheckoutBackbone):
     """Omni-Diffusion (8B masked discrete diffusion, Dream-based) with MAGVIT-v2 and the GLM-4-Voice
     decoder: narration, illustration and speech."""
 
@@ -148,67 +137,51 @@ class OmniDiffusion(Backbone):
     description = "Omni-Diffusion (masked diffusion, any-to-any): narration, illustration, speech"
     requirements: ClassVar[tuple[str, ...]] = OMNIDIFFUSION_REQUIREMENTS
     defaults: ClassVar[dict[str, Any]] = DEFAULTS
+    checkout = CHECKOUT
+    pin_note = " (the commit this plugin was written against)"
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        try:
-            self.settings = check_settings(self.params)
-            self.source_dir = check_source_dir(self.params["source_dir"])
-        except (SettingsError, SourceError) as exc:
-            raise ParamError(str(exc)) from None
-        self.source_digest = tree_digest(self.source_dir)
-        self.source_revision = git_revision(self.source_dir)
         self.model: Any = None
         self.tokenizer: Any = None
         self.magvit: Any = None
         self.decoder: Any = None
-        self.upstream: Any = None
         self.device: str | None = None
         self.audio_0 = self.image_0 = -1
         self._torch: Any = None
 
     @classmethod
+    def check(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        return check_settings(params)
+
+    @classmethod
+    def check_source_dir(cls, value: Any) -> Path:
+        return check_source_dir(value)  # the source module's, with its submodule hint
+
+    @classmethod
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         return checkpoints(params)
 
-    def output_params(self) -> dict[str, Any]:
-        """The effective settings and the checkout's code by content.  The run's ``seed`` is left
-        out when ``load_seed`` fixes the seed (it then changes nothing)."""
-        skip = set(self.runtime_params)
+    def unkeyed_settings(self) -> set[str]:
+        """Besides the runtime settings, the run's ``seed`` when ``load_seed`` fixes the seed (it
+        then changes nothing)."""
+        skip = super().unkeyed_settings()
         if self.settings["load_seed"] is not None:
             skip.add("seed")
-        params = {k: v for k, v in sorted(self.settings.items()) if k not in skip}
-        params["source_tree"] = self.source_digest
-        return params
+        return skip
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
         """Seed, import the checkout's glue, then load the tokenizer and model (remote code),
         MAGVIT-v2 and the GLM-4-Voice decoder."""
         s = self.settings
-        if self.source_revision and not self.source_revision.startswith(PINNED_COMMIT):
-            log.warning(
-                "backbone=omnidiffusion: %s is at commit %s, not %s (the commit this plugin was "
-                "written against)",
-                self.source_dir,
-                self.source_revision[:12],
-                PINNED_COMMIT[:12],
-            )
+        self.warn_if_unpinned()
         try:
             device = resolve_device(s["device"])
         except SettingsError as exc:
             raise ComponentError(f"backbone=omnidiffusion: {exc}") from None
         seed_everything(s["seed"] if s["load_seed"] is None else s["load_seed"])
-        try:
-            upstream = import_upstream(self.source_dir)
-        except Exception as exc:
-            raise ComponentError(
-                "backbone=omnidiffusion: cannot import Omni-Diffusion's code from "
-                f"source_dir={self.source_dir}: {type(exc).__name__}: {exc} -- build its "
-                "environment with `python -m omnistory_core env create backbone=omnidiffusion` and "
-                "run with backbone.runner.python=<that venv>/bin/python; if the checkout is "
-                f"incomplete, {GET_IT}"
-            ) from exc
+        upstream = self.import_checkout(import_upstream)
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -372,8 +345,7 @@ class OmniDiffusion(Backbone):
             failures["text"] = Failure(
                 "plan_missing_field", "no NARRATION line in the planning answer (fallbacks=none)"
             )
-        if self.source_revision:
-            usage["source_revision"] = self.source_revision
+        self.record_revision(usage)
         record = {
             **plan,
             "parsed": parsed,
