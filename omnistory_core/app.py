@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from omnistory_core.errors import UserError
 from omnistory_core.redaction import redact
 from omnistory_core.run.generate import run_system
+from omnistory_core.tasks import selected_task
 
 
 def output_dir_of_current_job() -> Path:
@@ -90,7 +91,8 @@ def task(cfg: DictConfig) -> None:
     if error_file.exists():
         error_file.unlink()
     try:
-        run_system(cfg, output_dir)
+        task_of_job = selected_task(cfg)
+        (task_of_job.generate or run_system)(cfg, output_dir)
     except UserError as exc:
         print(f"omnistory: error: {cfg.system_id}: {exc}", file=sys.stderr)
         if HydraConfig.get().mode != RunMode.MULTIRUN:

@@ -73,7 +73,8 @@ class Task:
     may ``reads``; ``reference_inputs`` only evaluators and oracles see; ``outputs`` the slots a
     system fills per item; ``layout`` names the on-disk layout its job directory follows;
     ``systems`` the shapes components compose into; ``tracks``, ``evaluators`` and
-    ``aggregation`` how it is scored; ``tables`` the paper's tables."""
+    ``aggregation`` how it is scored; ``tables`` the paper's tables; ``generate`` how one job
+    runs."""
 
     name: str
     version: str
@@ -90,6 +91,11 @@ class Task:
     aggregation: Aggregation = field(default_factory=Aggregation)
     tables: tuple[PaperTable, ...] = ()
     load: Callable[[Mapping[str, Any]], list[Any]] | None = None
+    #: how one job of this task runs: ``generate(cfg, output_dir) -> manifest``; None: the
+    #: core's generation of the story-continuation contract (:func:`run.generate.run_system`).
+    #: A task whose records or outputs differ (ViStoryBench: shots -> one image each) brings its
+    #: own, built from the engine's stages, store and layout helpers.
+    generate: Callable[[Any, Any], dict[str, Any]] | None = None
 
     @property
     def track_names(self) -> tuple[str, ...]:
