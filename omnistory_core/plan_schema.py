@@ -420,13 +420,29 @@ _SCAN_RE = {
 }
 
 
-def _scan_object(text: str, start: int, quotes: str, ends: dict[int, int | None]) -> None:
-    """Match the ``{`` at ``start`` to its ``}``, skipping braces inside strings.
+def json_object_end(
+    text: str, start: int, *, quotes: str = '"', ends: dict[int, int | None] | None = None
+) -> int | None:
+    """The index of the ``}`` that closes the ``{`` at ``text[start]``, or None when it is never
+    closed (truncated output); braces inside strings do not count.
 
-    Records in ``ends`` the closing index (``None``: never closed) of ``start`` and of every
-    ``{`` met outside a string on the way: a fresh scan from such a brace would be in the same
-    state, so later look-ups cost nothing and the whole search stays near linear.
+    This is the brace matching every salvage of a JSON object from model text needs (the plan
+    parser here, a judge's answer parser, a backbone reading its model's JSON answer), while what
+    each accepts as *the* object stays its own.  Strings are delimited by ``"`` (JSON); with
+    ``quotes`` set to both quote characters (``"'``), by ``'`` too (Python literals).  A
+    backslash inside a string escapes the next character.
+
+    ``ends``, a dict kept between calls on the same ``text`` and ``quotes``, is consulted first
+    and receives the closing index (None: never closed) of ``start`` and of every ``{`` met
+    outside a string on the way: a fresh scan from such a brace would be in the same state, so
+    matching every ``{`` of a text stays near linear.
     """
+    if ends is None:
+        ends = {}
+    elif start in ends:
+        return ends[start]
+    if text[start : start + 1] != "{":
+        raise ValueError(f"no '{{' at index {start}")
     stack: list[int] = []
     in_string: str | None = None
     escaped_at = -1
@@ -446,9 +462,10 @@ def _scan_object(text: str, start: int, quotes: str, ends: dict[int, int | None]
         elif ch == "}":
             ends[stack.pop()] = pos
             if not stack:
-                return
+                return pos
     for pos in stack:
         ends[pos] = None
+    return None
 
 
 def _extract(text: str) -> tuple[dict[Any, Any] | None, list[str], str]:
@@ -473,8 +490,7 @@ def _extract(text: str) -> tuple[dict[Any, Any] | None, list[str], str]:
         candidates = unclosed_scans = 0
         while start != -1 and candidates < _MAX_CANDIDATES and unclosed_scans < _MAX_UNCLOSED_SCANS:
             if start not in ends:
-                _scan_object(text, start, quotes, ends)
-                unclosed_scans += ends[start] is None
+                unclosed_scans += json_object_end(text, start, quotes=quotes, ends=ends) is None
             end = ends[start]
             if end is None:
                 if quotes == '"' and unclosed is None:
@@ -745,6 +761,7 @@ __all__ = [
     "OFFICIAL_PATHS",
     "PLAN_FAILURE_CATEGORIES",
     "PartialPlanResult",
+    "json_object_end",
     "parse_partial_plan",
     "PLAN_SCHEMA_VERSION",
     "REPAIRS",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omnistory_core.api import ComponentError
+from omnistory_core.plan_schema import json_object_end
 
 #: the official runner's fallback voice when the model gives no (valid) speech labels
 DEFAULT_SPEAKER: dict[str, str] = {
@@ -105,25 +106,8 @@ def _object(candidate: str) -> dict[str, Any] | None:
 
 def _balanced_object(text: str, start: int) -> str | None:
     """The ``{...}`` starting at ``start`` (braces inside JSON strings ignored), or None."""
-    depth, in_string, escaped = 0, False, False
-    for index in range(start, len(text)):
-        char = text[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : index + 1]
-    return None
+    end = json_object_end(text, start)
+    return None if end is None else text[start : end + 1]
 
 
 def _salvage_string(text: str, key: str) -> str | None:

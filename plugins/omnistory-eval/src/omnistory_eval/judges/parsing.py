@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omnistory_core.plan_schema import json_object_end
 from omnistory_eval.judges.rubric import SCORE_MAX, SCORE_MIN, criteria_for
 
 EMPTY_RESPONSE = "empty response"
@@ -95,29 +96,14 @@ def _strict(value: Any, keys: tuple[str, ...]) -> tuple[dict[str, int], dict[str
 
 
 def _balanced_objects(text: str) -> Iterator[str]:
-    """Every ``{...}`` substring whose braces balance outside JSON strings, outermost first."""
+    """Every ``{...}`` substring whose braces balance outside JSON strings, outermost first
+    (from every ``{``, those inside strings too)."""
+    ends: dict[int, int | None] = {}
     for start, char in enumerate(text):
-        if char != "{":
-            continue
-        depth, in_string, escaped = 0, False, False
-        for end in range(start, len(text)):
-            c = text[end]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif c == "\\":
-                    escaped = True
-                elif c == '"':
-                    in_string = False
-            elif c == '"':
-                in_string = True
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    yield text[start : end + 1]
-                    break
+        if char == "{":
+            end = json_object_end(text, start, ends=ends)
+            if end is not None:
+                yield text[start : end + 1]
 
 
 def _close_truncated(text: str) -> str | None:
