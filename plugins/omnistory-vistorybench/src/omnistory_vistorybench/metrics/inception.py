@@ -1,0 +1,238 @@
+"""Diversity (``inception_score``): Inception v3 class probabilities and the run-level metric.
+
+As the official evaluator (``bench/diversity/inception_score.py``): torchvision's Inception v3
+with the ImageNet weights (``inception_v3(pretrained=True, transform_input=False)``, the file
+``inception_v3_google-0cc3c7bd.pth`` that torch hub downloads), each image ``Resize(299)``
+(shorter side, PIL bilinear) + ``CenterCrop(299)`` + ``ToTensor()`` + ImageNet mean/std, batches
+of 32, softmax of the logits, and the score of :func:`.math.inception_score` over every image of
+the run with one split.  This is not torch-fidelity's TF-Inception IS.
+
+Here the state dict is read from a file (``checkpoint``; by default where torch hub keeps it) and
+loaded strictly into ``torchvision.models.inception_v3(weights=None, aux_logits=True,
+init_weights=False, transform_input=False)``; where torchvision cannot be imported (its CUDA
+wheel next to a CPU-only torch fails to import), into :mod:`._inception_net`, the same network
+with the same parameter names (``backend``).  The preprocessing is written out with PIL and
+numpy, step for step what those torchvision transforms do on a PIL image.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.components import ComponentError, EvalResult, Metric
+from omnistory_core.params import Param
+from omnistory_vistorybench.metrics import math as vmath
+from omnistory_vistorybench.metrics._common import (
+    batched,
+    open_all,
+    release_torch_memory,
+    require_file,
+    resolve_device,
+    torch_load,
+)
+
+#: the file name torch hub gives the ImageNet weights the official evaluator uses
+OFFICIAL_FILE = "inception_v3_google-0cc3c7bd.pth"
+INPUT_SIZE = 299
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def default_checkpoint() -> str:
+    """Where torch hub stores the official weights (``$TORCH_HOME/hub/checkpoints``)."""
+    import torch
+
+    return str(Path(torch.hub.get_dir()) / "checkpoints" / OFFICIAL_FILE)
+
+
+def torchvision_available() -> bool:
+    try:
+        import torchvision.models  # noqa: F401
+    except Exception:  # a broken install raises RuntimeError, not only ImportError
+        return False
+    return True
+
+
+def build_network(backend: str = "auto") -> tuple[Any, str]:
+    """An untrained Inception v3 with the auxiliary head, and the backend that built it."""
+    if backend in ("auto", "torchvision") and torchvision_available():
+        from torchvision.models import inception_v3
+
+        net = inception_v3(weights=None, aux_logits=True, init_weights=False, transform_input=False)
+        return net, "torchvision"
+    if backend == "torchvision":
+        raise ComponentError("skipped: torchvision cannot be imported here", "model_error")
+    from omnistory_vistorybench.metrics._inception_net import build_inception_v3
+
+    return build_inception_v3(), "builtin"
+
+
+def preprocess(image: Any) -> Any:
+    """One PIL image -> (3, 299, 299) float32 tensor, as ``Resize(299)`` + ``CenterCrop(299)`` +
+    ``ToTensor()`` + ``Normalize(ImageNet)``."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    w, h = rgb.size
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = INPUT_SIZE, int(INPUT_SIZE * long / short)
+    size = (new_short, new_long) if w <= h else (new_long, new_short)
+    if size != (w, h):
+        rgb = rgb.resize(size, Image.Resampling.BILINEAR)
+    w, h = rgb.size
+    top = int(round((h - INPUT_SIZE) / 2.0))
+    left = int(round((w - INPUT_SIZE) / 2.0))
+    rgb = rgb.crop((left, top, left + INPUT_SIZE, top + INPUT_SIZE))
+    pixels = torch.from_numpy(np.asarray(rgb, dtype=np.float32) / 255.0).permute(2, 0, 1)
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
+    return ((pixels - mean) / std).contiguous()
+
+
+class InceptionClassifier:
+    """``load(path)``, then ``probabilities(images)`` -> (n, 1000) softmax rows."""
+
+    def __init__(self, *, device: str = "cpu", backend: str = "auto"):
+        self.device = device
+        self.backend = backend
+        self.model: Any = None
+
+    def load(self, path: Any) -> InceptionClassifier:
+        net, self.backend = build_network(self.backend)
+        state = torch_load(path)
+        try:
+            net.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise ComponentError(f"{path}: not Inception v3 weights: {exc}", "model_error") from exc
+        self.model = net.eval().to(self.device)
+        return self
+
+    def probabilities(self, images: list[Any], batch_size: int = 32) -> Any:
+        import numpy as np
+        import torch
+
+        if self.model is None:
+            raise RuntimeError("InceptionClassifier.probabilities before load()")
+        rows = []
+        for chunk in batched(images, batch_size):
+            pixels = torch.stack([preprocess(im) for im in chunk]).to(self.device)
+            with torch.no_grad():
+                logits = self.model(pixels)
+            if isinstance(logits, tuple):  # torchvision's training-mode output
+                logits = logits[0]
+            rows.append(torch.softmax(logits, dim=1).cpu().numpy())
+        return np.concatenate(rows, axis=0) if rows else np.zeros((0, 1000), np.float32)
+
+
+class InceptionScoreMetric(Metric):
+    """``diversity``: Inception Score of all of a run's images (one number per run).
+
+    Reads (run scope), one item per run::
+
+        {"candidate_images": [Media, ...]}   # every output image of the run (None: skipped)
+
+    The official evaluator passes every image of every story in the output folder (not filtered
+    by split), so what the list holds is the runner's decision.  No image: 0.0 (faithful) or an
+    ``invalid`` row; an unreadable image makes the run ``invalid`` (the official would fail).
+
+    Parameters: ``checkpoint`` (the ImageNet state dict; null: torch hub's
+    ``checkpoints/inception_v3_google-0cc3c7bd.pth``), ``device``, ``image_batch`` (32, the
+    official; results do not depend on it), ``splits`` (1, the official), ``backend`` (auto |
+    torchvision | builtin: the same network), ``faithful``.
+    """
+
+    name = "diversity"
+    version = "1"
+    track = "diversity"
+    criteria = ("inception_score",)
+    scope = "run"
+    score_range = (0.0, 1000.0)
+    reads = ("candidate_images",)
+    description = "Inception Score (torchvision Inception v3, ImageNet weights, 1 split)"
+    parameters = (
+        Param(
+            "checkpoint",
+            (str, None),
+            None,
+            f"ImageNet state dict (null: torch hub's {OFFICIAL_FILE})",
+        ),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+        Param("image_batch", int, 32, "images per forward pass", runtime=True, ge=1),
+        Param("splits", int, 1, "IS splits (the official: 1)", ge=1),
+        Param(
+            "backend",
+            str,
+            "auto",
+            "network code: auto (torchvision when importable) | torchvision | builtin",
+            runtime=True,
+            choices=("auto", "torchvision", "builtin"),
+        ),
+        Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
+    )
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self._classifier: InceptionClassifier | None = None
+
+    def load(self) -> None:
+        path = require_file(
+            self.params.get("checkpoint") or default_checkpoint(),
+            "metric=diversity",
+            f"set checkpoint= to torchvision's ImageNet {OFFICIAL_FILE}",
+        )
+        self._classifier = InceptionClassifier(
+            device=resolve_device(self.params.get("device")),
+            backend=str(self.params.get("backend") or "auto"),
+        ).load(path)
+
+    def unload(self) -> None:
+        self._classifier = None
+        release_torch_memory()
+
+    def score_run(self, item: dict[str, Any]) -> EvalResult:
+        faithful = bool(self.params.get("faithful", True))
+        media = [m for m in item.get("candidate_images") or [] if m is not None]
+        if not media:
+            if faithful:
+                return EvalResult({"inception_score": 0.0}, detail={"images": 0})
+            return EvalResult(
+                {"inception_score": None}, status="invalid", detail={"error": "no output image"}
+            )
+        if self._classifier is None:
+            self.load()
+        assert self._classifier is not None
+        images, errors = open_all(media)
+        if errors:
+            return EvalResult(
+                {"inception_score": None},
+                status="invalid",
+                detail={"error": "; ".join(errors[:20]), "unreadable": len(errors)},
+            )
+        probs = self._classifier.probabilities(images, int(self.params.get("image_batch") or 32))
+        mean, std = vmath.inception_score(
+            probs, int(self.params.get("splits") or 1), faithful=faithful
+        )
+        return EvalResult(
+            {"inception_score": mean},
+            detail={"images": len(images), "std": std, "backend": self._classifier.backend},
+        )
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult]:
+        return [self.score_run(item) for item in items]
+
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "INPUT_SIZE",
+    "InceptionClassifier",
+    "InceptionScoreMetric",
+    "OFFICIAL_FILE",
+    "build_network",
+    "default_checkpoint",
+    "preprocess",
+    "torchvision_available",
+]
