@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 from omnistory_core.components import Media
@@ -23,6 +24,21 @@ def sha256_file(path: str) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+class MediaHasher:
+    """Hash each file once per hasher (share one across jobs, or across the systems an evaluation
+    scores, and each dataset file is read once)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Media] = {}
+
+    def __call__(self, path: str | os.PathLike[str]) -> Media:
+        key = os.fspath(path)
+        media = self._cache.get(key)
+        if media is None:
+            media = self._cache[key] = Media(path=key, sha256=sha256_file(key))
+        return media
 
 
 def digest(value: Any) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 from omnistory_core.components import (
     REFERENCE_INPUTS,
     Component,
-    Media,
 )
 from omnistory_core.contract import Failure, Plan, StoryExample
 from omnistory_core.engine.failures import (
@@ -26,7 +25,7 @@ from omnistory_core.engine.failures import (
     retry_mode,
     unavailable_message,
 )
-from omnistory_core.engine.hashing import sha256_file
+from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.stage import (
     CacheMiss,
     ComponentStats,
@@ -111,19 +110,6 @@ def build_component(
     params = {k: v for k, v in spec.items() if k not in RESERVED_KEYS}
     params.setdefault("seed", seed)
     return cls(**params)
-
-
-class MediaHasher:
-    """Hash each dataset file once per process."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, Media] = {}
-
-    def __call__(self, path: str) -> Media:
-        media = self._cache.get(path)
-        if media is None:
-            media = self._cache[path] = Media(path=path, sha256=sha256_file(path))
-        return media
 
 
 def example_inputs(example: StoryExample, media: MediaHasher, oracle: bool) -> dict[str, Any]:
