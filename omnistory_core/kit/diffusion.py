@@ -290,3 +290,29 @@ def release_cuda_memory() -> None:
         return
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+__all__ = [
+    "DTYPE_NAMES",
+    "ENGINE_PARAMS",
+    "SEED_MODES",
+    "DiffusionSettings",
+    "SettingsError",
+    "arrays_to_images",
+    "boolean",
+    "call_with_fallback",
+    "check_params",
+    "chunked",
+    "exception_failure",
+    "generator_seed",
+    "item_seed",
+    "key_without_defaults",
+    "non_negative_float",
+    "parse_seed_mode",
+    "parse_settings",
+    "positive_int",
+    "release_cuda_memory",
+    "resolve_device",
+    "resolve_dtype",
+    "setting",
+]

@@ -213,3 +213,21 @@ def load_component(component: object) -> None:
     except Exception:  # noqa: BLE001 - naming checkpoints is best effort; loading decides
         ids = []
     load_cache_first(ids, component.load)  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "CheckpointState",
+    "cached_snapshot",
+    "checkpoint_state",
+    "endpoint",
+    "hub_reachable",
+    "is_missing_checkpoint",
+    "load_cache_first",
+    "load_checkpoints",
+    "load_component",
+    "offline_mode",
+    "offline_requested",
+    "offline_variable",
+    "probe_timeout",
+]

@@ -63,7 +63,15 @@ def voice_for(speaker: str, gender: str | None, voices_by_gender: Mapping[str, S
     return stable_choice("voice:" + speaker_key(speaker), voices_by_gender[resolved])
 
 
-__all__ = ["resolve_gender", "speaker_key", "stable_choice", "voice_for"]
+__all__ = [
+    "VoiceLabels",
+    "check_label_table",
+    "resolve_gender",
+    "speaker_key",
+    "stable_choice",
+    "voice_for",
+    "voice_labels",
+]
 
 
 @dataclass(frozen=True)

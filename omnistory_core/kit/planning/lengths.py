@@ -101,5 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+__all__ = ["job_dirs", "length_summary", "main", "narration_lengths"]
+
+
 if __name__ == "__main__":
     sys.exit(main())
