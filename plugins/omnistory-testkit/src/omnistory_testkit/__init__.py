@@ -12,6 +12,9 @@
   scripts a batch's end);
 * :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it;
 * :func:`demo_planner_items` -- the inputs the engine builds for the first demo examples;
+* :mod:`omnistory_testkit.engine` -- what the engine does around a component, for a test that
+  drives it by hand: demo examples and items, what reaches a component and its call keys, the
+  installed registry and systems composed from a config, a job run through a call store;
 * :mod:`omnistory_testkit.checkpoints` -- tiny tokenizers and seeding for random checkpoints
   built inside a test (imports ``tokenizers``/``transformers``/``torch`` only when called);
 * :mod:`omnistory_testkit.standins` -- stand-ins for every installed model component, so a
@@ -29,6 +32,26 @@ from omnistory_testkit.conformance import (
     ConformanceReport,
     check_component,
     registry_with,
+)
+from omnistory_testkit.engine import (
+    build_component,
+    call_key,
+    check_produces,
+    config_node,
+    demo_examples,
+    demo_items,
+    example_items,
+    inputs_for,
+    installed_registry,
+    job_config,
+    materialize,
+    media,
+    open_store,
+    paradigm_of,
+    prefetch_checkpoints,
+    recomputed,
+    resolve_system,
+    run_job,
 )
 from omnistory_testkit.runs import demo_planner_items, files_containing, run_cli
 from omnistory_testkit.servers import (
@@ -49,10 +72,28 @@ __all__ = [
     "LocalChatServer",
     "RecordedRequest",
     "Reply",
+    "build_component",
+    "call_key",
     "check_component",
+    "check_produces",
     "completion_body",
+    "config_node",
+    "demo_examples",
+    "demo_items",
     "demo_planner_items",
+    "example_items",
     "files_containing",
+    "inputs_for",
+    "installed_registry",
+    "job_config",
+    "materialize",
+    "media",
+    "open_store",
+    "paradigm_of",
+    "prefetch_checkpoints",
+    "recomputed",
     "registry_with",
+    "resolve_system",
     "run_cli",
+    "run_job",
 ]
