@@ -12,7 +12,9 @@ from omnistory_eval.judges.render import RenderedPrompt
 from omnistory_eval.judges.specs import JUDGE_SPECS
 from omnistory_testkit import FakeServer, Reply, demo_planner_items
 
-from omnistory_core.api import BASE_PARAMETERS, OpenAIChatPlanner, PlannerResponse, with_defaults
+from omnistory_core.api import PlannerResponse, with_defaults
+from omnistory_core.kit.planning.base import BASE_PARAMETERS
+from omnistory_core.kit.planning.openai_chat import OpenAIChatPlanner
 from omnistory_core.kit.retry import RETRYABLE_STATUSES, RetryPolicy
 
 pytest.importorskip("openai")

@@ -15,21 +15,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from omnistory_core.api import (
-    BASE_PARAMETERS,
-    ComponentError,
-    ErrorInfo,
-    ModelReply,
-    Param,
-    PlannerRequest,
-    VLMPlanner,
-    anthropic_messages,
-    batch_parameters,
-    classify_api_error,
-    plan_response_format,
-    reply_from_anthropic_message,
-    with_defaults,
-)
+from omnistory_core.api import ComponentError, Param, plan_response_format, with_defaults
+from omnistory_core.kit.batches import batch_parameters
+from omnistory_core.kit.planning.base import BASE_PARAMETERS, VLMPlanner
+from omnistory_core.kit.planning.messages import PlannerRequest, anthropic_messages
+from omnistory_core.kit.planning.replies import ModelReply, reply_from_anthropic_message
+from omnistory_core.kit.retry import ErrorInfo, classify_api_error
 
 STRUCTURED_OUTPUT_MODES = ("json_schema", "tool", "none")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")

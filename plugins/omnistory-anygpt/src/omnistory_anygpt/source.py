@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.api import Checkout, git_revision
 from omnistory_core.api import CheckoutError as SourceError
+from omnistory_core.kit.checkout import Checkout, git_revision
 
 REPOSITORY = "https://github.com/OpenMOSS/AnyGPT"
 #: the newest commit of the repository when this plugin was written (its default branch, Aug 2024)

@@ -201,7 +201,7 @@ class DyninOmni(Backbone):
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         self.load()
         if self.settings["backend"] == "vllm_omni":
-            from omnistory_core.api import map_bounded
+            from omnistory_core.kit.retry import map_bounded
 
             return map_bounded(self._run, items, int(self.settings["max_concurrency"]))
         results: list[Any] = []

@@ -28,14 +28,8 @@ import mimetypes
 import os
 from typing import Any
 
-from omnistory_core.api import (
-    Audio,
-    ErrorInfo,
-    Failure,
-    RetryPolicy,
-    call_with_retries,
-    classify_api_error,
-)
+from omnistory_core.api import Audio, Failure
+from omnistory_core.kit.retry import ErrorInfo, RetryPolicy, call_with_retries, classify_api_error
 from omnistory_dynin.prompts import build_prompt, example_seed
 
 BASE_URL_ENV = "OMNISTORY_DYNIN_BASE_URL"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.api import Checkout, git_revision
 from omnistory_core.api import CheckoutError as SourceError
+from omnistory_core.kit.checkout import Checkout, git_revision
 
 REPOSITORY = "https://github.com/AIDASLab/Dynin-Omni"
 #: the commit the benchmark's Dynin-Omni runner was checked with

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
-    DTYPE_NAMES,
     GENDERS,
     Backbone,
     BackboneOutput,
@@ -37,9 +36,8 @@ from omnistory_core.api import (
     Param,
     ParamError,
     SettingsError,
-    positive_int,
-    setting,
 )
+from omnistory_core.kit.diffusion import DTYPE_NAMES, positive_int, setting
 
 #: the default system prompt of EMOVA's checkpoints (``default_system_prompt`` in their config)
 SYSTEM_PROMPT = "You are a helpful assistant."

@@ -18,12 +18,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from omnistory_core.api import (
-    Backbone,
-    BackboneOutput,
-    ComponentError,
-    ParamError,
-    SettingsError,
+from omnistory_core.api import Backbone, BackboneOutput, ComponentError, ParamError, SettingsError
+from omnistory_core.kit.diffusion import (
     exception_failure,
     item_seed,
     release_cuda_memory,

@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from omnistory_core.api import (
+from omnistory_core.api import Param, SettingsError
+from omnistory_core.kit.diffusion import (
     DTYPE_NAMES,
-    Param,
-    SettingsError,
     boolean,
     non_negative_float,
     positive_int,

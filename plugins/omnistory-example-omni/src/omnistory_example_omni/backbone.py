@@ -139,7 +139,7 @@ class _ExampleBackbone(Backbone):
 
     def load(self) -> None:
         # A real model loads its weights here, once, on the first cache miss.
-        from omnistory_core.api import EspeakTTS
+        from omnistory_core.builtin.espeak_tts import EspeakTTS
 
         tts = EspeakTTS(seed=int(self.params["seed"]))
         tts.load()

@@ -26,7 +26,7 @@ class InstructionPlanner(Planner):
     )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse:
-        from omnistory_core.api import resolve_gender
+        from omnistory_core.kit.voices import resolve_gender
 
         conditions = item["conditions"] or {}
         characters = [c for c in conditions.get("characters") or [] if isinstance(c, dict)]

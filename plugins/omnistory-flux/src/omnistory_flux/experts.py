@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
-    SEED_MODES,
     ComponentError,
     Failure,
     ImageExpert,
     Param,
     ParamError,
     SettingsError,
+)
+from omnistory_core.kit.diffusion import (
+    SEED_MODES,
     arrays_to_images,
     boolean,
     call_with_fallback,

@@ -28,14 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from omnistory_core.api import (
-    TRUNCATION_REASONS,
-    Backbone,
-    BackboneOutput,
+from omnistory_core.api import Backbone, BackboneOutput, Failure, Param, ParamError
+from omnistory_core.kit.planning.replies import TRUNCATION_REASONS
+from omnistory_core.kit.retry import (
     ErrorInfo,
-    Failure,
-    Param,
-    ParamError,
     RetryPolicy,
     call_with_retries,
     classify_api_error,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from omnistory_core.api import Audio, Media, encode_image
+from omnistory_core.api import Audio, Media
+from omnistory_core.kit.planning.messages import encode_image
 from omnistory_hyperclova.prompts import redact_url
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.api import Checkout, git_revision
 from omnistory_core.api import CheckoutError as SourceError
+from omnistory_core.kit.checkout import Checkout, git_revision
 
 REPOSITORY = "https://github.com/Gen-Verse/MMaDA"
 #: the commit the official Omni-StoryBench runner pins (third_party/manifest.json)

@@ -6,14 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omnistory_core.api import (
-    DTYPE_NAMES,
-    Param,
-    SettingsError,
-    non_negative_float,
-    positive_int,
-    setting,
-)
+from omnistory_core.api import Param, SettingsError
+from omnistory_core.kit.diffusion import DTYPE_NAMES, non_negative_float, positive_int, setting
 
 #: denoising orders the Dream sampler (``generation_utils.py`` of the checkpoint) knows
 ALGORITHMS = ("origin", "maskgit_plus", "topk_margin", "entropy", "entropy-penalty")

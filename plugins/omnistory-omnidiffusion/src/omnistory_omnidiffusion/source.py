@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.api import Checkout, git_revision
 from omnistory_core.api import CheckoutError as SourceError
+from omnistory_core.kit.checkout import Checkout, git_revision
 
 REPOSITORY = "https://github.com/VITA-MLLM/Omni-Diffusion.git"
 #: the newest upstream commit when this plugin was written (its GLM-4-Voice submodule is

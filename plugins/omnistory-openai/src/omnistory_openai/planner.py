@@ -2,8 +2,8 @@
 
 The page image goes as a base64 ``data:`` URL, the Plan JSON schema as a strict ``json_schema``
 ``response_format``.  Sending, error classification, retries and usage are
-:class:`~omnistory_core.api.OpenAIChatPlanner`'s; this class adds GPT's parameters.  The SDK is
-imported only when the client is made, so plugin discovery stays light.
+:class:`~omnistory_core.kit.planning.openai_chat.OpenAIChatPlanner`'s; this class adds GPT's
+parameters.  The SDK is imported only when the client is made, so plugin discovery stays light.
 
 ``planner.batch=true`` sends the stage's requests through the OpenAI Batch API instead (half
 price, answered within 24 h; :mod:`omnistory_core.kit.batches`): the same request bodies, so the
@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnistory_core.api import (
-    BASE_PARAMETERS,
-    OpenAIChatPlanner,
-    Param,
-    batch_parameters,
-    with_defaults,
-)
+from omnistory_core.api import Param, with_defaults
+from omnistory_core.kit.batches import batch_parameters
+from omnistory_core.kit.planning.base import BASE_PARAMETERS
+from omnistory_core.kit.planning.openai_chat import OpenAIChatPlanner
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 VERBOSITIES = ("low", "medium", "high")

@@ -22,16 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omnistory_core.api import (
-    EMOTIONS,
-    GENDERS,
-    PITCHES,
-    SPEEDS,
-    VoiceLabels,
-    check_label_table,
-    voice_for,
-    voice_labels,
-)
+from omnistory_core.api import EMOTIONS, GENDERS, PITCHES, SPEEDS
+from omnistory_core.kit.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 # The named voices the official Omni-StoryBench code draws from (3 per gender).
 VOICES_BY_GENDER: dict[str, tuple[str, ...]] = {

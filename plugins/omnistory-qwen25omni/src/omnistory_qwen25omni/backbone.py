@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
-    DTYPE_NAMES,
     Audio,
     Backbone,
     BackboneOutput,
@@ -29,8 +28,8 @@ from omnistory_core.api import (
     Media,
     Param,
     ParamError,
-    item_seed,
 )
+from omnistory_core.kit.diffusion import DTYPE_NAMES, item_seed
 from omnistory_qwen25omni.prompts import extract_quote, parse_page, pass1_messages, pass2_messages
 from omnistory_qwen25omni.replies import Reply, Speech
 

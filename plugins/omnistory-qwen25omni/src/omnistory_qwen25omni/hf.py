@@ -211,7 +211,7 @@ class TransformersRunner:
         from packaging.version import Version
         from transformers import Qwen2_5OmniForConditionalGeneration
 
-        from omnistory_core.api import resolve_device
+        from omnistory_core.kit.diffusion import resolve_device
 
         s = self.s
         device = resolve_device(s.device)
@@ -256,7 +256,7 @@ class TransformersRunner:
     def unload(self) -> None:
         self.model = None
         self.inputs = None
-        from omnistory_core.api import release_cuda_memory
+        from omnistory_core.kit.diffusion import release_cuda_memory
 
         release_cuda_memory()
 

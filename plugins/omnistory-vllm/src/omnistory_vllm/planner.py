@@ -2,10 +2,10 @@
 
 The OpenAI SDK talks to the server (``planner.base_url``, or a server this planner starts with
 ``planner.launch=true``); sending, error classification, retries and usage are
-:class:`~omnistory_core.api.OpenAIChatPlanner`'s.  Structured output goes through
-``response_format`` with the Plan JSON schema: the legacy ``guided_json`` request field was
-removed from vLLM (v0.12) and current servers accept it silently and return unconstrained text,
-so it is never sent.  Per-model chat template switches (thinking off for Qwen3.5 and GLM-4.6V)
+:class:`~omnistory_core.kit.planning.openai_chat.OpenAIChatPlanner`'s.  Structured output goes
+through ``response_format`` with the Plan JSON schema: the legacy ``guided_json`` request field
+was removed from vLLM (v0.12) and current servers accept it silently and return unconstrained
+text, so it is never sent.  Per-model chat template switches (thinking off for Qwen3.5 and GLM-4.6V)
 travel as ``chat_template_kwargs``.
 """
 
@@ -15,14 +15,9 @@ import os
 import shutil
 from typing import Any
 
-from omnistory_core.api import (
-    BASE_PARAMETERS,
-    ComponentError,
-    OpenAIChatPlanner,
-    Param,
-    plan_response_format,
-    with_defaults,
-)
+from omnistory_core.api import ComponentError, Param, plan_response_format, with_defaults
+from omnistory_core.kit.planning.base import BASE_PARAMETERS
+from omnistory_core.kit.planning.openai_chat import OpenAIChatPlanner
 from omnistory_vllm.launcher import LaunchError, VLLMServer
 
 LAUNCH_PARAMS = (

@@ -18,16 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from omnistory_core.api import (
-    EMOTIONS,
-    GENDERS,
-    PITCHES,
-    SPEEDS,
-    VoiceLabels,
-    check_label_table,
-    voice_for,
-    voice_labels,
-)
+from omnistory_core.api import EMOTIONS, GENDERS, PITCHES, SPEEDS
+from omnistory_core.kit.voices import VoiceLabels, check_label_table, voice_for, voice_labels
 
 GENDER_PHRASES: dict[str, str] = {"female": "female voice", "male": "male voice"}
 
