@@ -1,41 +1,44 @@
-"""The public API for plugins: everything a plugin may import from omnistory_core, in one place.
+"""The contract between omnistory_core and its plugins: what a component is, returns and reads.
 
-A plugin imports from here (``from omnistory_core.api import Planner, Param, hookimpl``); the
-names listed in ``__all__`` are the supported surface, kept importable (and type-checked: the
-package ships ``py.typed``) across releases.  Any other module of omnistory_core is internal and
-may change without notice; the older locations of these names (``omnistory_core.components``,
-``omnistory_core.engine.job.ConfigError``, ``omnistory_core.kit.retry``, ...) keep working.
-Tests of a plugin also use the test kit, :mod:`omnistory_testkit` (``check_component``,
-``FakeServer``, ``run_cli``), which is public too.
+A plugin imports its base class, records, labels, parameters, errors and ``hookimpl`` from here
+(``from omnistory_core.api import Planner, Param, hookimpl``).  The public surface of the core is
+three places, each kept importable (and type-checked: the package ships ``py.typed``) across
+releases:
 
-Importing this module is light: no torch, no model stacks, no SDK (``openai`` and ``anthropic``
-are imported by the planners only when they make a client).
+* ``omnistory_core.api`` (this module) -- the contract, listed in ``__all__``;
+* ``omnistory_core.kit.*`` -- helpers for plugin authors, each module's ``__all__`` being its
+  public surface: :mod:`~omnistory_core.kit.planning` (prompt variants, requests,
+  :class:`VLMPlanner`, :class:`OpenAIChatPlanner`, replies, usage and prices),
+  :mod:`~omnistory_core.kit.batches` (provider batch APIs), :mod:`~omnistory_core.kit.retry` (the
+  one retry policy), :mod:`~omnistory_core.kit.diffusion` (settings, seeds and devices of the
+  diffusers experts), :mod:`~omnistory_core.kit.voices`, :mod:`~omnistory_core.kit.checkout`,
+  :mod:`~omnistory_core.kit.hub`, ...;
+* :mod:`omnistory_testkit` -- the test kit (``check_component``, ``FakeServer``, ``run_cli``,
+  :mod:`omnistory_testkit.engine`), for a plugin's tests.
+
+Any other module of omnistory_core is internal and may change without notice.
+
+Importing this module is light: no torch, no model stacks, no SDK.
 
 What is here:
 
 * **Components**: the base class of each kind (:class:`Planner`, :class:`Backbone`,
-  :class:`ImageExpert`, :class:`TTSExpert`, :class:`Metric`, :class:`Judge`), what they return
-  (:class:`PlannerResponse`, :class:`BackboneOutput`, :class:`Audio`, :class:`EvalResult`,
-  :class:`Failure`), what they read (:class:`Media`, the ``*_INPUTS`` names) and the labels of
-  the contract; :data:`hookimpl` to register them.
+  :class:`ImageExpert`, :class:`TTSExpert`, :class:`Metric`, :class:`Judge`) and the kinds; what
+  they return (:class:`PlannerResponse`, :class:`BackboneOutput`, :class:`Audio`,
+  :class:`EvalResult`, :class:`Failure`) and read (:class:`Media`, the ``*_INPUTS`` names);
+  :data:`hookimpl` to register them.
+* **Labels and the plan**: the contract's labels (:data:`EMOTIONS`, ...) and the plan schema a
+  planner's reply is parsed against (:func:`parse_plan`, :func:`plan_json_schema`,
+  :func:`plan_response_format`).
 * **Parameters**: :class:`Param` and :func:`with_defaults` (see :mod:`omnistory_core.params`).
 * **Errors**: :class:`ConfigError` (a configuration that cannot work: exit 2), its subclasses
   :class:`ParamError` and :class:`PlannerConfigError`; :class:`ComponentError` (one item failed,
   with a failure category); :class:`SettingsError` and :class:`CheckoutError` (bad settings of
   image experts and source checkouts, both ``ValueError``).
-* **Planners**: the prompt variants and the request of one example (:func:`get_variant`,
-  :func:`build_request`); :class:`VLMPlanner` (any SDK), :class:`OpenAIChatPlanner`
-  (OpenAI-compatible Chat Completions, vLLM included), replies and usage for API planners.
-* **Provider batches**: :func:`batch_parameters` (the ``batch*`` parameters of a component on a
-  provider batch API) and :data:`BATCH_DISCOUNT` (see :mod:`omnistory_core.kit.batches`).
-* **Retries**: the one retry policy of planners, judges and plugins
-(:mod:`omnistory_core.kit.retry`).
-* **Experts**: the helpers the diffusers image experts share, speaker voices, source checkouts.
 """
 
 from __future__ import annotations
 
-from omnistory_core.builtin.espeak_tts import EspeakTTS
 from omnistory_core.components import (
     ALL_INPUTS,
     BACKBONE_MODALITIES,
@@ -71,69 +74,21 @@ from omnistory_core.contract import (
 )
 from omnistory_core.errors import ConfigError
 from omnistory_core.hookspecs import hookimpl
-from omnistory_core.kit.batches import BATCH_DISCOUNT, batch_parameters
-from omnistory_core.kit.checkout import Checkout, CheckoutError, git_revision
+from omnistory_core.kit.checkout import CheckoutError
 from omnistory_core.kit.diffusion import (
     DTYPE_NAMES,
-    SEED_MODES,
     SettingsError,
-    arrays_to_images,
     boolean,
-    call_with_fallback,
-    chunked,
     exception_failure,
-    generator_seed,
     item_seed,
-    key_without_defaults,
     non_negative_float,
-    parse_seed_mode,
-    parse_settings,
     positive_int,
     release_cuda_memory,
     resolve_device,
     resolve_dtype,
     setting,
 )
-from omnistory_core.kit.planning.base import (
-    BASE_DEFAULTS,
-    BASE_PARAMETERS,
-    BASE_RUNTIME,
-    PlannerConfigError,
-    VLMPlanner,
-)
-from omnistory_core.kit.planning.messages import (
-    PlannerRequest,
-    anthropic_messages,
-    build_request,
-    encode_image,
-    openai_chat_messages,
-)
-from omnistory_core.kit.planning.openai_chat import NO_KEY, OPENAI_REQUIREMENT, OpenAIChatPlanner
-from omnistory_core.kit.planning.prompts import PROMPT_VARIANTS, PromptVariant, get_variant
-from omnistory_core.kit.planning.replies import (
-    TRUNCATION_REASONS,
-    ModelReply,
-    reply_from_anthropic_message,
-    reply_from_chat_completion,
-)
-from omnistory_core.kit.planning.usage import Price, parse_price_table, usage_record
-from omnistory_core.kit.retry import (
-    RETRYABLE_STATUSES,
-    CallOutcome,
-    ErrorInfo,
-    RetryPolicy,
-    call_with_retries,
-    classify_api_error,
-    map_bounded,
-    parse_retry_after,
-)
-from omnistory_core.kit.voices import (
-    VoiceLabels,
-    check_label_table,
-    resolve_gender,
-    voice_for,
-    voice_labels,
-)
+from omnistory_core.kit.planning.base import PlannerConfigError
 from omnistory_core.params import Param, ParamError, with_defaults
 from omnistory_core.plan_schema import parse_plan, plan_json_schema, plan_response_format
 
@@ -148,7 +103,6 @@ __all__ = [
     "Component",
     "EVALUATION_INPUTS",
     "EXAMPLE_INPUTS",
-    "EspeakTTS",
     "EvalResult",
     "Evaluator",
     "Failure",
@@ -183,65 +137,16 @@ __all__ = [
     "ParamError",
     "PlannerConfigError",
     "SettingsError",
-    # -- API planners
-    "BASE_DEFAULTS",
-    "BASE_PARAMETERS",
-    "BASE_RUNTIME",
-    "ModelReply",
-    "NO_KEY",
-    "OPENAI_REQUIREMENT",
-    "OpenAIChatPlanner",
-    "PROMPT_VARIANTS",
-    "PlannerRequest",
-    "PromptVariant",
-    "Price",
-    "TRUNCATION_REASONS",
-    "VLMPlanner",
-    "anthropic_messages",
-    "build_request",
-    "encode_image",
-    "get_variant",
-    "openai_chat_messages",
-    "parse_price_table",
-    "reply_from_anthropic_message",
-    "reply_from_chat_completion",
-    "usage_record",
-    # -- provider batches
-    "BATCH_DISCOUNT",
-    "batch_parameters",
-    # -- the one retry policy
-    "CallOutcome",
-    "ErrorInfo",
-    "RETRYABLE_STATUSES",
-    "RetryPolicy",
-    "call_with_retries",
-    "classify_api_error",
-    "map_bounded",
-    "parse_retry_after",
-    # -- experts: diffusers helpers, voices, source checkouts
-    "Checkout",
+    # -- omnistory_core.kit.diffusion helpers, not the contract: kept only until the backbones of
+    # the anygpt, mmada and omnidiffusion plugins (being rewritten) import them from their home
     "DTYPE_NAMES",
-    "SEED_MODES",
-    "VoiceLabels",
-    "arrays_to_images",
     "boolean",
-    "call_with_fallback",
-    "check_label_table",
-    "chunked",
     "exception_failure",
-    "generator_seed",
-    "git_revision",
     "item_seed",
-    "key_without_defaults",
     "non_negative_float",
-    "parse_seed_mode",
-    "parse_settings",
     "positive_int",
     "release_cuda_memory",
     "resolve_device",
     "resolve_dtype",
-    "resolve_gender",
     "setting",
-    "voice_for",
-    "voice_labels",
 ]
