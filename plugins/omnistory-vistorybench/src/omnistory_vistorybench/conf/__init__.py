@@ -1,0 +1,1 @@
+"""The Hydra configs of omnistory-vistorybench: ``task/``, ``dataset/`` and ``system/``."""

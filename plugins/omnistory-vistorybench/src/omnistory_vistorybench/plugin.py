@@ -1,0 +1,57 @@
+"""The plugin hooks of omnistory-vistorybench (entry point ``vistorybench``).
+
+Registers the task, the Copy-Paste Baseline image expert, the ViStory dataset loader (under
+``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
+``task/vistorybench``, ``dataset/vistory*`` and ``system/copy_paste``.  Each hook imports only
+what it registers; nothing heavy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from omnistory_core.api import hookimpl
+
+#: the dataset configs whose root may be left unset: the bundled fixture stands in for it
+FIXTURE_DATASET = "vistory_fixture"
+
+
+def load_vistory(spec: Mapping[str, Any]) -> list[Any]:
+    """The ``vistory`` loader: :func:`omnistory_vistorybench.dataset.load_records`."""
+    from omnistory_vistorybench.dataset import load_records
+
+    return load_records(spec)
+
+
+def load_vistory_fixture(spec: Mapping[str, Any]) -> list[Any]:
+    """The ``vistory_fixture`` loader: the bundled fixture unless ``root`` names another copy."""
+    from omnistory_vistorybench.dataset import fixture_root, load_records
+
+    return load_records({**spec, "root": spec.get("root") or str(fixture_root())})
+
+
+@hookimpl
+def register_tasks(register: Callable[[Any], None]) -> None:
+    from omnistory_vistorybench.task import VISTORYBENCH
+
+    register(VISTORYBENCH)
+
+
+@hookimpl
+def register_image_experts(register: Callable[[type], None]) -> None:
+    from omnistory_vistorybench.experts import IMAGE_EXPERTS
+
+    for cls in IMAGE_EXPERTS:
+        register(cls)
+
+
+@hookimpl
+def register_datasets(register: Callable[[str, Callable[..., Any]], None]) -> None:
+    register("vistory", load_vistory)
+    register(FIXTURE_DATASET, load_vistory_fixture)
+
+
+@hookimpl
+def register_config_paths(register: Callable[[str], None]) -> None:
+    register("pkg://omnistory_vistorybench.conf")
