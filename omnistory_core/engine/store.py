@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from omnistory_core.engine.locking import (
     choose_mode,
     resolve_settings,
 )
+from omnistory_core.files import atomic_write_bytes
 
 __all__ = ["CallRecord", "KeyLock", "LockingError", "Store", "atomic_write_bytes"]
 
@@ -70,19 +70,6 @@ class CallRecord:
             usage=data.get("usage") or {},
             seconds=float(data.get("seconds") or 0.0),
         )
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 #: the flock lock (the name predates lease locking)
