@@ -1,50 +1,24 @@
-"""Write a job's results: the official candidate layout plus our plan/failure records.
+"""Materialize a job's result as its job directory (the format: :mod:`omnistory_core.jobdir`).
 
-``<job>/text/<i>/generated.txt``, ``image/<i>/generated.png``, ``speech/<i>/generated.wav`` (the
-official evaluator's input layout, i = dataset row index); ``missing.txt`` (one line per missing
-output: ``index<TAB>modality<TAB>category<TAB>message (at pkg/module.py:LINE)``); ``plans.jsonl``
-(raw planner output, parsed plan, repairs, failure); ``records.jsonl`` (per example and modality:
-ok + path, or the failure with ``exception`` and ``where`` for a component exception);
-``stats.json`` (calls per component, missing outputs per modality and category).  The failure
-summary (per modality and category, with the most common cause) goes to the log.
-``manifest.json`` is written last by the caller: a job directory without it is incomplete,
-whatever else it holds.
+Turns each example's outcomes (narration, the store's blobs, failures) and plan into the values
+:func:`~omnistory_core.jobdir.write_job_dir` writes, and logs the failure summary (per modality and
+category, with the most common cause).  ``manifest.json`` is written last by the caller: a job
+directory without it is incomplete, whatever else it holds.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.contract import MODALITIES, Failure
-from omnistory_core.engine.job import PLAN_PATHS, JobResult
-from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
+from omnistory_core.contract import MODALITIES, Failure, StoryExample
+from omnistory_core.engine.job import PLAN_PATHS, JobResult, PlanOutcome
+from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.jobdir import ExampleOutputs, missing_counts, write_job_dir
 
 log = logging.getLogger("omnistory")
-
-OUTPUT_FILES = {"text": "generated.txt", "image": "generated.png", "speech": "generated.wav"}
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    if tmp.exists():
-        tmp.unlink()
-    try:
-        os.link(src, tmp)  # blobs are immutable: a hard link costs no space
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
-
-
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def text_outcome(result: JobResult, index: int) -> str | Failure:
@@ -68,74 +42,57 @@ def _plan_record(outcome) -> dict[str, Any] | None:
     return plan
 
 
+def _plan_entry(outcome: PlanOutcome) -> dict[str, Any]:
+    """The example's ``plans.jsonl`` fields (besides its index and id)."""
+    return {
+        "raw": outcome.raw,
+        "plan": _plan_record(outcome),
+        "repairs": outcome.repairs,
+        "failure": outcome.failure.to_dict() if outcome.failure else None,
+        "problems": {k: v.to_dict() for k, v in outcome.problems.items()},
+        "usage": outcome.usage,
+        "call_key": outcome.key,
+    }
+
+
+def _candidate(value: str | Failure | CallRecord, store: Store) -> str | Path | Failure:
+    """A narration stays text, a stored blob becomes the file to link, a failed call its failure."""
+    failure = _as_failure(value)
+    if failure is not None:
+        return failure
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, CallRecord)  # a Failure is never "no failure"
+    return store.blob_path(value.output["blob"], value.output.get("ext", ""))
+
+
+def example_outputs(result: JobResult, example: StoryExample, store: Store) -> ExampleOutputs:
+    """What one example of the job leaves in its directory."""
+    i = example.index
+    outcomes: dict[str, str | Failure | CallRecord] = {
+        "text": text_outcome(result, i),
+        "image": result.media["image"][i],
+        "speech": result.media["speech"][i],
+    }
+    return ExampleOutputs(
+        index=i,
+        example_id=example.id,
+        candidates={m: _candidate(v, store) for m, v in outcomes.items()},
+        plan=_plan_entry(result.plans[i]),
+    )
+
+
 def materialize(job_dir: Path, result: JobResult, store: Store) -> dict[str, int]:
     """Write the candidate layout and records; returns missing-output counts per modality."""
-    manifest = job_dir / "manifest.json"
-    if manifest.exists():
-        manifest.unlink()  # from here on the directory is not complete
-    for modality in MODALITIES:
-        shutil.rmtree(job_dir / modality, ignore_errors=True)
-
-    missing_lines: list[str] = []
-    failures: list[tuple[str, Failure]] = []
-    records: list[dict[str, Any]] = []
-    plans: list[dict[str, Any]] = []
-    missing = dict.fromkeys(MODALITIES, 0)
-    for ex in result.examples:
-        i = ex.index
-        row: dict[str, Any] = {"index": i, "example_id": ex.id}
-        outcomes: dict[str, str | Failure | CallRecord] = {
-            "text": text_outcome(result, i),
-            "image": result.media["image"][i],
-            "speech": result.media["speech"][i],
-        }
-        for modality, value in outcomes.items():
-            rel = f"{modality}/{i}/{OUTPUT_FILES[modality]}"
-            failure = _as_failure(value)
-            if failure is None:
-                target = job_dir / rel
-                if isinstance(value, str):
-                    atomic_write_bytes(target, value.encode("utf-8"))
-                else:
-                    assert isinstance(value, CallRecord)  # a Failure is never "no failure"
-                    blob = store.blob_path(value.output["blob"], value.output.get("ext", ""))
-                    _link_or_copy(blob, target)
-                row[modality] = {"status": "ok", "path": rel}
-            else:
-                missing[modality] += 1
-                row[modality] = {"status": "failure", **failure.to_dict()}
-                failures.append((modality, failure))
-                missing_lines.append(f"{i}\t{modality}\t{failure.category}\t{failure.describe()}\n")
-        records.append(row)
-        outcome = result.plans[i]
-        plans.append(
-            {
-                "index": i,
-                "example_id": ex.id,
-                "raw": outcome.raw,
-                "plan": _plan_record(outcome),
-                "repairs": outcome.repairs,
-                "failure": outcome.failure.to_dict() if outcome.failure else None,
-                "problems": {k: v.to_dict() for k, v in outcome.problems.items()},
-                "usage": outcome.usage,
-                "call_key": outcome.key,
-            }
-        )
-    _jsonl(job_dir / "records.jsonl", records)
-    _jsonl(job_dir / "plans.jsonl", plans)
-    atomic_write_bytes(job_dir / "missing.txt", "".join(missing_lines).encode("utf-8"))
-    by_category: dict[str, dict[str, int]] = {m: {} for m in MODALITIES}
-    for modality, failure in failures:
-        counts = by_category[modality]
-        counts[failure.category] = counts.get(failure.category, 0) + 1
-    stats = {
-        "components": {k: s.to_dict() for k, s in sorted(result.stats.items())},
-        "missing": by_category,
-    }
-    atomic_write_bytes(job_dir / "stats.json", (json.dumps(stats, indent=2) + "\n").encode())
+    missing = write_job_dir(
+        job_dir,
+        [example_outputs(result, ex, store) for ex in result.examples],
+        {k: s.to_dict() for k, s in result.stats.items()},
+    )
+    failures = [(m.modality, m.failure) for m in missing]
     for line in failure_summary(failures, len(result.examples)):
         (log.warning if failures else log.info)("%s", line)
-    return missing
+    return missing_counts(missing)
 
 
 def _cause(failure: Failure) -> tuple[str | None, str]:

@@ -3,7 +3,6 @@ dataset fingerprint, seed, usage, stats, versions and where it ran."""
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -140,9 +139,6 @@ def job_manifest(
 
 def write_manifest(output_dir: Path, manifest: Mapping[str, Any]) -> Path:
     """Write ``manifest.json`` atomically, secrets redacted."""
-    from omnistory_core.engine.store import atomic_write_bytes
+    from omnistory_core.jobdir import write_manifest as write
 
-    path = output_dir / "manifest.json"
-    text = json.dumps(redact(dict(manifest)), indent=2, ensure_ascii=False, default=str) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
-    return path
+    return write(output_dir, redact(dict(manifest)))
