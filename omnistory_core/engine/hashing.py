@@ -41,11 +41,24 @@ class MediaHasher:
         return media
 
 
+def _by_content(value: Any) -> Any:
+    """``value`` with every :class:`Media` inside it (a list of reference images, say) replaced by
+    its content hash; a value holding no Media comes back equal, so its digest is unchanged."""
+    if isinstance(value, Media):
+        return {"__media_sha256__": value.sha256}
+    if isinstance(value, dict):
+        return {k: _by_content(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_by_content(v) for v in value]
+    return value
+
+
 def digest(value: Any) -> str:
-    """A content digest of one input value (files by content, never by path)."""
+    """A content digest of one input value (files by content, never by path, also inside lists
+    and mappings)."""
     if isinstance(value, Media):
         return "media:" + value.sha256
-    return "json:" + sha256_bytes(canonical_json(value).encode("utf-8"))
+    return "json:" + sha256_bytes(canonical_json(_by_content(value)).encode("utf-8"))
 
 
 def call_key(component: str, version: str, params: dict[str, Any], inputs: dict[str, Any]) -> str:

@@ -28,18 +28,28 @@ PARENT_ENV = "OMNISTORY_WORKER_PARENT"
 
 
 def decode_value(value: Any) -> Any:
+    """An input as the worker's component reads it: every encoded Media back, at any depth."""
     from omnistory_core.components import Media
 
-    if isinstance(value, dict) and set(value) == {"__media__"}:
-        return Media(**value["__media__"])
+    if isinstance(value, dict):
+        if set(value) == {"__media__"}:
+            return Media(**value["__media__"])
+        return {k: decode_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
     return value
 
 
 def encode_value(value: Any) -> Any:
+    """An input as JSON for the worker: Media (also inside lists and mappings) by path and hash."""
     from omnistory_core.components import Media
 
     if isinstance(value, Media):
         return {"__media__": {"path": value.path, "sha256": value.sha256}}
+    if isinstance(value, dict):
+        return {k: encode_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encode_value(v) for v in value]
     return value
 
 
