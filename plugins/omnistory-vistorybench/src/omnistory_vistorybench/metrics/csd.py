@@ -70,7 +70,9 @@ class CSDEncoder:
         embed_dim: int = 768,
         device: str = "cpu",
     ):
-        self.arch = dict(
+        self.image_size = image_size
+        self.embed_dim = embed_dim
+        self.arch: dict[str, Any] = dict(
             image_size=image_size,
             patch_size=patch_size,
             width=width,
@@ -115,7 +117,7 @@ class CSDEncoder:
         import numpy as np
         import torch
 
-        size = int(self.arch["image_size"])
+        size = self.image_size
         array = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
         pixels = torch.from_numpy(array).permute(2, 0, 1).unsqueeze(0)
         if tuple(pixels.shape[-2:]) != (size, size):
@@ -137,8 +139,8 @@ class CSDEncoder:
             pixels = torch.stack([self.preprocess(im) for im in chunk]).to(self.device)
             with torch.no_grad():
                 rows.append(self.model(pixels).float().cpu().numpy())
-        width = int(self.arch["embed_dim"])
-        return np.concatenate(rows, axis=0) if rows else np.zeros((0, width), np.float32)
+        empty = np.zeros((0, self.embed_dim), np.float32)
+        return np.concatenate(rows, axis=0) if rows else empty
 
 
 class CSDMetric(Metric):

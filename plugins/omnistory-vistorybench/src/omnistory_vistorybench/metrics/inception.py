@@ -48,7 +48,7 @@ def default_checkpoint() -> str:
 
 def torchvision_available() -> bool:
     try:
-        import torchvision.models  # noqa: F401
+        import torchvision.models  # noqa: F401  # pyright: ignore[reportMissingImports]
     except Exception:  # a broken install raises RuntimeError, not only ImportError
         return False
     return True
@@ -57,7 +57,7 @@ def torchvision_available() -> bool:
 def build_network(backend: str = "auto") -> tuple[Any, str]:
     """An untrained Inception v3 with the auxiliary head, and the backend that built it."""
     if backend in ("auto", "torchvision") and torchvision_available():
-        from torchvision.models import inception_v3
+        from torchvision.models import inception_v3  # pyright: ignore[reportMissingImports]
 
         net = inception_v3(weights=None, aux_logits=True, init_weights=False, transform_input=False)
         return net, "torchvision"
