@@ -13,6 +13,10 @@ behaviour, alternative)``; a metric class passes its own ``faithful`` parameter 
 
 "Undefined" in the alternatives is ``None``: a story-level value left out of later means
 instead of a number that reads like a measurement.
+
+The semantics are those of that commit, which postdate the paper: the Hungarian assignment of
+characters to boxes (December 2025) and the mirror-based copy-paste rate (January 2026).  Numbers
+published before then were computed differently; no switch reproduces the older code.
 """
 
 from __future__ import annotations
