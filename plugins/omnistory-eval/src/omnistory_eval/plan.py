@@ -37,16 +37,16 @@ from typing import Any
 from omnistory_core.components import Media
 from omnistory_core.contract import StoryExample
 from omnistory_core.engine.dryrun import JOB_FILE, PlanSettings, ReadOnlyStore, component_row
+from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.stage import item_key, needs_recompute
 from omnistory_core.engine.store import Store
 from omnistory_core.errors import ConfigError
+from omnistory_core.jobdir import JobDir, JobDirError
 from omnistory_core.kit.planning.usage import Pricing, count_tokens, image_tokens, price_of
 from omnistory_eval.runner import (
     CANDIDATE_MODALITY,
     ResultStore,
     RunDirError,
-    SystemOutputs,
-    _Hasher,
     candidate_pool,
     discover_systems,
     example_pool,
@@ -88,7 +88,7 @@ class PlannedSystem:
     fingerprint: str | None
     store: str | None
     candidates: dict[int, dict[str, Any]] | None = None
-    outputs: SystemOutputs | None = None
+    outputs: JobDir | None = None
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _read_back(text: str) -> str:
 def planned_pool(
     example: StoryExample,
     outputs: Mapping[str, Any] | None,
-    media: _Hasher,
+    media: MediaHasher,
     store: Store,
 ) -> tuple[dict[str, Any], set[str]]:
     """As :func:`~omnistory_eval.runner.candidate_pool`, from one example's entry of a
@@ -144,7 +144,7 @@ def planned_pool(
 def systems_to_evaluate(sweep_dir: Path, jobs: list[tuple[Path, dict[str, Any]]]) -> list:
     """What the end-of-sweep evaluation will find in ``sweep_dir``: the planned jobs (``(job dir,
     its dry_run.json)``) and every other complete job directory, in the evaluation's order.
-    Raises :class:`~omnistory_eval.runner.RunDirError` as the evaluation would."""
+    Raises :class:`~omnistory_core.jobdir.JobDirError` as the evaluation would."""
     planned: dict[Path, PlannedSystem] = {}
     for job_dir, job in jobs:
         dataset = job.get("dataset") or {}
@@ -158,13 +158,13 @@ def systems_to_evaluate(sweep_dir: Path, jobs: list[tuple[Path, dict[str, Any]]]
         )
     systems = list(planned.values())
     for found in discover_systems(sweep_dir):
-        if found.job_dir.resolve() in planned:
+        if found.path.resolve() in planned:
             continue  # rewritten by this sweep
         dataset = found.manifest.get("dataset") or {}
         systems.append(
             PlannedSystem(
-                system=found.system,
-                job_dir=found.job_dir,
+                system=found.system_id,
+                job_dir=found.path,
                 spec={k: v for k, v in dataset.items() if k not in ("n_examples", "fingerprint")},
                 fingerprint=dataset.get("fingerprint"),
                 store=found.manifest.get("store"),
@@ -262,7 +262,7 @@ def plan_evaluation(
     blocked = blocked or {}
     results = ResultStore(store)  # as the evaluation reads the store: errors are not results
     mode = "none"  # the end-of-sweep evaluation recomputes no stored result (only errors)
-    media = _Hasher()
+    media = MediaHasher()
     pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
     for s, system in enumerate(systems):
         for example in examples:
@@ -390,7 +390,7 @@ def plan_sweep_evaluation(
     plan = EvaluationPlan()
     try:
         systems = systems_to_evaluate(sweep_dir, _read_jobs(sweep_dir))
-    except RunDirError as exc:
+    except JobDirError as exc:  # RunDirError included
         plan.notes.append(f"evaluation: not planned, the evaluation would stop: {exc}")
         return plan
     if not systems:

@@ -13,17 +13,18 @@ are ignored — so the next run computes them again without being asked to.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from omnistory_core.components import Evaluator, Media
+from omnistory_core.components import Evaluator
 from omnistory_core.contract import Failure, StoryExample
-from omnistory_core.engine.hashing import sha256_file
+from omnistory_core.engine.hashing import MediaHasher
+from omnistory_core.engine.job import example_inputs
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
 from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.jobdir import JobDir, JobDirError, discover_job_dirs
 from omnistory_core.scores import ScoreRow
 from omnistory_eval.outcomes import record_error_cause
 
@@ -34,17 +35,8 @@ CANDIDATE_MODALITY = {
 }
 
 
-class RunDirError(Exception):
+class RunDirError(JobDirError):
     """A run directory that cannot be evaluated."""
-
-
-@dataclass
-class SystemOutputs:
-    system: str
-    job_dir: Path
-    manifest: dict[str, Any]
-    records: dict[int, dict[str, Any]]
-    plans: dict[int, dict[str, Any]]
 
 
 @dataclass
@@ -57,90 +49,34 @@ class EvaluationResult:
     audit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise RunDirError(f"{path}:{n}: invalid JSON: {exc}") from exc
-    return rows
-
-
-def discover_systems(run_dir: Path) -> list[SystemOutputs]:
+def discover_systems(run_dir: Path) -> list[JobDir]:
     """Complete job directories (with a manifest) below ``run_dir``, or ``run_dir`` itself."""
-    candidates = (
-        [run_dir]
-        if (run_dir / "manifest.json").exists()
-        else sorted(p.parent for p in run_dir.glob("*/manifest.json"))
-    )
-    systems = []
-    for job in candidates:
-        manifest = json.loads((job / "manifest.json").read_text(encoding="utf-8"))
-        if manifest.get("status") != "complete":
-            continue
-        systems.append(
-            SystemOutputs(
-                system=str(manifest["system_id"]),
-                job_dir=job,
-                manifest=manifest,
-                records={r["index"]: r for r in _read_jsonl(job / "records.jsonl")},
-                plans={r["index"]: r for r in _read_jsonl(job / "plans.jsonl")},
-            )
-        )
-    names = [s.system for s in systems]
-    dupes = {n for n in names if names.count(n) > 1}
-    if dupes:
-        raise RunDirError(f"{run_dir}: several job directories claim system ids {sorted(dupes)}")
-    return systems
+    return [job for job in discover_job_dirs(run_dir) if job.complete]
 
 
-class _Hasher:
-    def __init__(self) -> None:
-        self.cache: dict[str, Media] = {}
-
-    def __call__(self, path: Path) -> Media:
-        key = str(path)
-        if key not in self.cache:
-            self.cache[key] = Media(path=key, sha256=sha256_file(key))
-        return self.cache[key]
-
-
-def example_pool(example: StoryExample, media: _Hasher) -> dict[str, Any]:
+def example_pool(example: StoryExample, media: MediaHasher) -> dict[str, Any]:
     """The evaluation inputs of one example that every system shares: the current page, the
-    book metadata, the conditions and the reference answer."""
-    return {
-        "current_image": media(Path(example.current.image)),
-        "current_text": example.current.text,
-        "metadata": example.metadata,
-        "conditions": example.conditions,
-        "reference_text": example.reference.next_page.text,
-        "reference_image": media(Path(example.reference.next_page.image)),
-        "reference_speech": example.reference.speech.to_dict(),
-    }
+    book metadata, the conditions and the reference answer (an oracle's pool: evaluators read
+    the reference by design)."""
+    return example_inputs(example, media, oracle=True)
 
 
 def candidate_pool(
-    system: SystemOutputs, example: StoryExample, media: _Hasher
+    job: JobDir, example: StoryExample, media: MediaHasher
 ) -> tuple[dict[str, Any], set[str]]:
     """All evaluation inputs for one (system, example) and the candidate inputs that are missing.
     (The dry run builds the same pools from a job's plan: :mod:`omnistory_eval.plan`.)"""
     pool = example_pool(example, media)
     missing: set[str] = set()
-    record = system.records.get(example.index, {})
     for name, modality in CANDIDATE_MODALITY.items():
-        entry = record.get(modality) or {}
-        path = system.job_dir / entry["path"] if entry.get("status") == "ok" else None
-        if path is None or not path.exists():
+        path = job.candidate(example.index, modality)
+        if path is None:
             missing.add(name)
         elif modality == "text":
             pool[name] = path.read_text(encoding="utf-8")
         else:
             pool[name] = media(path)
-    plan = (system.plans.get(example.index) or {}).get("plan")
+    plan = job.plan(example.index)
     if plan is None:
         missing.add("candidate_plan")
     else:
@@ -222,7 +158,7 @@ class ResultStore:
 
 
 def evaluate_systems(
-    systems: list[SystemOutputs],
+    systems: list[JobDir],
     examples: list[StoryExample],
     evaluators: Iterable[Evaluator],
     store: Store,
@@ -238,7 +174,7 @@ def evaluate_systems(
     blocked = blocked or {}
     # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
     store = cast(Store, store if isinstance(store, ResultStore) else ResultStore(store))
-    media = _Hasher()
+    media = MediaHasher()
     pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
     for s, system in enumerate(systems):
         for example in examples:
@@ -250,7 +186,7 @@ def evaluate_systems(
         for s, system in enumerate(systems):
             for example in examples:
                 pool, missing = pools[(s, example.index)]
-                owners.append((system.system, example.id))
+                owners.append((system.system_id, example.id))
                 if missing & set(evaluator.reads):
                     items.append(None)
                 else:
