@@ -1,13 +1,10 @@
-"""Read what a run leaves per system: manifest, per-example records, plans and candidate files.
+"""What a run leaves per system, as the report reads it: by example id.
 
-Layout (one folder per system under the run directory)::
-
-    RUN_DIR/<system>/manifest.json      system_id, oracle, paradigm, components, dataset, ...
-    RUN_DIR/<system>/records.jsonl      {"index", "example_id", "text": {"status", ...}, ...}
-    RUN_DIR/<system>/plans.jsonl        {"index", "example_id", "raw", "plan", "repairs", "failure"}
-    RUN_DIR/<system>/stats.json         {"components": {"<kind>/<name>": {"calls", "cache_hits",
-                                        "failures", "loads"}}, ...}
-    RUN_DIR/<system>/text/<i>/generated.txt, image/<i>/generated.png, speech/<i>/generated.wav
+One folder per system under the run directory, in the job-directory format
+(:mod:`omnistory_core.jobdir`, whose reader does the reading): ``manifest.json`` (system_id,
+oracle, paradigm, components, dataset, ...), ``records.jsonl``, ``plans.jsonl``, ``stats.json``
+and the candidates ``text/<i>/generated.txt``, ``image/<i>/generated.png`` and
+``speech/<i>/generated.wav``.
 
 Everything here tolerates a partial run (missing files, missing examples); malformed files raise
 ``ValueError`` naming the file, line and field.
@@ -15,57 +12,65 @@ Everything here tolerates a partial run (missing files, missing examples); malfo
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from omnistory_core.contract import MODALITIES
+from omnistory_core.jobdir import CANDIDATE_FILES, JobDir, discover_job_dirs
+
+__all__ = [
+    "CANDIDATE_FILES",
+    "PARADIGMS",
+    "SystemRun",
+    "calls_frame",
+    "failures_frame",
+    "lengths_frame",
+    "outputs_frame",
+    "read_run_dir",
+    "system_info",
+]
 
 PARADIGMS: tuple[str, ...] = ("orchestration", "semi-orchestration", "any-to-any", "baseline")
-CANDIDATE_FILES: dict[str, str] = {
-    "text": "generated.txt",
-    "image": "generated.png",
-    "speech": "generated.wav",
-}
-
-
-def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """JSON objects of a .jsonl file; errors name the file, line and missing field."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for line, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{line}: not valid JSON: {exc}") from exc
-            if not isinstance(data, dict):
-                raise ValueError(f"{path}:{line}: expected a JSON object")
-            for key in required:
-                if key not in data:
-                    raise ValueError(f"{path}:{line}: record lacks field {key!r}")
-            out.append(data)
-    return out
 
 
 @dataclass(frozen=True)
 class SystemRun:
-    """One system's folder of a run."""
+    """One system's folder of a run: its job directory, keyed by example id where the scores
+    table is."""
 
-    system_id: str
-    path: Path
-    manifest: dict[str, Any]
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
-    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
+    job: JobDir
+
+    @property
+    def system_id(self) -> str:
+        return self.job.system_id
+
+    @property
+    def path(self) -> Path:
+        return self.job.path
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.job.manifest
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.job.stats
+
+    @cached_property
+    def records(self) -> dict[str, dict[str, Any]]:
+        return {str(r["example_id"]): r for r in self.job.records.values()}
+
+    @cached_property
+    def plans(self) -> dict[str, dict[str, Any]]:
+        return {str(p["example_id"]): p for p in self.job.plans.values()}
 
     @property
     def oracle(self) -> bool:
-        return bool(self.manifest.get("oracle", False))
+        return self.job.oracle
 
     @property
     def paradigm(self) -> str:
@@ -75,53 +80,14 @@ class SystemRun:
 
     def index_of(self, example_id: str) -> int | None:
         """Row index of an example (from records, then plans)."""
-        for source in (self.records, self.plans):
-            rec = source.get(example_id)
-            if rec is not None and isinstance(rec.get("index"), int):
-                return rec["index"]
-        return None
+        return self.job.index_of(example_id)
 
     def candidate(self, modality: str, index: int | None) -> Path | None:
         """The official-layout candidate file, if it exists."""
-        if index is None:
-            return None
-        path = self.path / modality / str(index) / CANDIDATE_FILES[modality]
-        return path if path.is_file() else None
+        return self.job.candidate(index, modality) if index is not None else None
 
     def text(self, index: int | None) -> str | None:
-        path = self.candidate("text", index)
-        return path.read_text(encoding="utf-8") if path is not None else None
-
-
-def read_system(path: Path) -> SystemRun:
-    """Read one system folder (must hold manifest.json)."""
-    manifest_path = path / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{manifest_path}: not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{manifest_path}: expected a JSON object")
-    system_id = manifest.get("system_id", path.name)
-    if not isinstance(system_id, str) or not system_id:
-        raise ValueError(f"{manifest_path}: field 'system_id' must be a non-empty string")
-    records: dict[str, dict[str, Any]] = {}
-    if (path / "records.jsonl").is_file():
-        for rec in read_jsonl(path / "records.jsonl", ("index", "example_id")):
-            records[str(rec["example_id"])] = rec
-    plans: dict[str, dict[str, Any]] = {}
-    if (path / "plans.jsonl").is_file():
-        for rec in read_jsonl(path / "plans.jsonl", ("example_id",)):
-            plans[str(rec["example_id"])] = rec
-    stats: dict[str, Any] = {}
-    if (path / "stats.json").is_file():
-        try:
-            stats = json.loads((path / "stats.json").read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{path / 'stats.json'}: not valid JSON: {exc}") from exc
-        if not isinstance(stats, dict):
-            raise ValueError(f"{path / 'stats.json'}: expected a JSON object")
-    return SystemRun(system_id, path, manifest, records, plans, stats)
+        return self.job.text(index) if index is not None else None
 
 
 def read_run_dir(run_dir: str | Path) -> dict[str, SystemRun]:
@@ -129,17 +95,7 @@ def read_run_dir(run_dir: str | Path) -> dict[str, SystemRun]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory not found: {run_dir}")
-    runs: dict[str, SystemRun] = {}
-    for child in sorted(run_dir.iterdir()):
-        if (child / "manifest.json").is_file():
-            run = read_system(child)
-            if run.system_id in runs:
-                raise ValueError(
-                    f"{child / 'manifest.json'}: system_id {run.system_id!r} also used by "
-                    f"{runs[run.system_id].path}"
-                )
-            runs[run.system_id] = run
-    return runs
+    return {job.system_id: SystemRun(job) for job in discover_job_dirs(run_dir)}
 
 
 def system_info(runs: dict[str, SystemRun], systems: list[str] | tuple[str, ...]) -> pd.DataFrame:
@@ -159,20 +115,11 @@ def system_info(runs: dict[str, SystemRun], systems: list[str] | tuple[str, ...]
 
 def failures_frame(runs: dict[str, SystemRun]) -> pd.DataFrame:
     """One row per failed output: system, example_id, modality, category."""
-    rows = []
-    for sid, run in runs.items():
-        for example_id, rec in run.records.items():
-            for modality in MODALITIES:
-                entry = rec.get(modality)
-                if isinstance(entry, dict) and entry.get("status") == "failure":
-                    rows.append(
-                        {
-                            "system": sid,
-                            "example_id": example_id,
-                            "modality": modality,
-                            "category": str(entry.get("category") or "unspecified"),
-                        }
-                    )
+    rows = [
+        {"system": sid, "example_id": m.example_id, "modality": m.modality, "category": m.category}
+        for sid, run in runs.items()
+        for m in run.job.missing
+    ]
     return pd.DataFrame(rows, columns=["system", "example_id", "modality", "category"])
 
 
