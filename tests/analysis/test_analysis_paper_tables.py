@@ -8,11 +8,11 @@ import pytest
 from omnistory_report.analysis import StatisticsOptions, build_cube, compute_statistics, leaderboard
 from omnistory_report.analysis.frame import _normalise
 from omnistory_report.analysis.paper_tables import (
+    FIGURE_ITEMS,
     NO_HUMAN,
     NO_LENGTHS,
     NO_PARADIGMS,
-    PAPER_FIGURES,
-    PAPER_TABLES,
+    TABLE_ITEMS,
     compute_paper_tables,
 )
 from omnistory_report.analysis.synthetic import synthetic_scores
@@ -22,12 +22,12 @@ STRING_COLUMNS = ["system", "example_id", "kind", "track", "evaluator", "criteri
 
 
 def test_registry_numbers_every_table_and_figure_once():
-    assert [t.number for t in PAPER_TABLES] == list(range(1, 33))
-    assert [f.number for f in PAPER_FIGURES] == list(range(1, 15))
-    assert PAPER_TABLES[7].stem == "table08_dreamsim_correlations"
-    assert PAPER_TABLES[7].label == "Table 8"
-    assert PAPER_FIGURES[11].stem == "figure12_integrated_category_diagnostics"
-    stems = [i.stem for i in (*PAPER_TABLES, *PAPER_FIGURES)]
+    assert [t.number for t in TABLE_ITEMS] == list(range(1, 33))
+    assert [f.number for f in FIGURE_ITEMS] == list(range(1, 15))
+    assert TABLE_ITEMS[7].stem == "table08_dreamsim_correlations"
+    assert TABLE_ITEMS[7].label == "Table 8"
+    assert FIGURE_ITEMS[11].stem == "figure12_integrated_category_diagnostics"
+    stems = [i.stem for i in (*TABLE_ITEMS, *FIGURE_ITEMS)]
     assert len(set(stems)) == len(stems)
 
 

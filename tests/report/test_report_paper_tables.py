@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from omnistory_report.analysis.paper_tables import PAPER_FIGURES, PAPER_TABLES
+from omnistory_report.analysis.paper_tables import FIGURE_ITEMS, TABLE_ITEMS
 from omnistory_report.command import build_report
 
 from omnistory_core.scores import ScoreRow, read_scores, write_scores
@@ -73,7 +73,7 @@ def test_paper_tables_figures_and_index(synthetic_run, tmp_path):
         print_table=False,
     )
     index = json.loads((out / "paper_tables.json").read_text())
-    labels = [i.label for i in (*PAPER_TABLES, *PAPER_FIGURES)]
+    labels = [i.label for i in (*TABLE_ITEMS, *FIGURE_ITEMS)]
     assert list(index) == labels  # every table and figure of the paper, in order
     for label, entry in index.items():
         assert ("file" in entry) != ("absent" in entry), label

@@ -18,10 +18,10 @@ import pandas as pd
 
 from omnistory_report.analysis.human import HumanStudy
 from omnistory_report.analysis.paper_tables import (
+    FIGURE_ITEMS,
     FIGURE_REASONS,
     FIGURE_STEMS,
-    PAPER_FIGURES,
-    PAPER_TABLES,
+    TABLE_ITEMS,
     PaperItem,
     compute_paper_tables,
 )
@@ -63,7 +63,7 @@ def write_paper_outputs(
     )
     index: dict[str, dict[str, str]] = {}
     links: list[tuple[str, str]] = []
-    for item in PAPER_TABLES:
+    for item in TABLE_ITEMS:
         value = computed.get(item.number, "not computed")
         if isinstance(value, str):
             index[item.label] = _entry(item, absent=value)
@@ -79,7 +79,7 @@ def write_paper_outputs(
         links.append((table.title, stem))
 
     figures: list[tuple[str, Path]] = []
-    for item in PAPER_FIGURES:
+    for item in FIGURE_ITEMS:
         png = _paper_figure(item, fig, fig_dir, lb, info, computed, extra, stats, exclude)
         if png is None:
             reason = FIGURE_REASONS.get(item.number) or _figure_reason(item, computed)
