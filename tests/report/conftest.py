@@ -21,6 +21,17 @@ SYSTEMS = {
     "oracle-c": ("baseline", True, ()),
 }
 
+#: seven systems over every paradigm, an oracle and plan failures (the ``rich_run`` fixture)
+RICH_SYSTEMS = {
+    "orch-a": ("orchestration", False, ()),
+    "orch-b": ("orchestration", False, (1,)),
+    "semi-c": ("semi-orchestration", False, (2,)),
+    "semi-d": ("semi-orchestration (T+S)", False, ()),
+    "any-e": ("any-to-any", False, ()),
+    "any-f": ("any-to-any", False, (0, 3)),
+    "oracle-g": ("baseline", True, ()),
+}
+
 
 @dataclass(frozen=True)
 class SyntheticRun:
@@ -44,8 +55,11 @@ def _wav(path: Path, freq: float) -> None:
     sf.write(path, 0.2 * np.sin(2 * np.pi * freq * t), 16000)
 
 
-def build_synthetic_run(root: Path, n_examples: int = 4) -> SyntheticRun:
-    """Three systems (one oracle, one with a plan failure) over ``n_examples`` examples."""
+def build_synthetic_run(
+    root: Path, n_examples: int = 4, systems: dict[str, tuple] | None = None
+) -> SyntheticRun:
+    """Three systems (one oracle, one with a plan failure) over ``n_examples`` examples, or
+    ``systems`` (id -> paradigm, oracle, examples whose plan failed) as in :data:`SYSTEMS`."""
     data_dir = root / "dataset"
     examples = []
     for i in range(n_examples):
@@ -70,7 +84,7 @@ def build_synthetic_run(root: Path, n_examples: int = 4) -> SyntheticRun:
         )
     run_dir = root / "run"
     rows: list[ScoreRow] = []
-    for s_num, (sid, (paradigm, oracle, failed)) in enumerate(SYSTEMS.items()):
+    for s_num, (sid, (paradigm, oracle, failed)) in enumerate((systems or SYSTEMS).items()):
         sdir = run_dir / f"dir-{sid}"
         sdir.mkdir(parents=True)
         manifest = {
@@ -159,3 +173,8 @@ def _score_rows(sid: str, eid: str, ok: bool, s: int, i: int) -> list[ScoreRow]:
 @pytest.fixture
 def synthetic_run(tmp_path: Path) -> SyntheticRun:
     return build_synthetic_run(tmp_path)
+
+
+@pytest.fixture
+def rich_run(tmp_path: Path) -> SyntheticRun:
+    return build_synthetic_run(tmp_path, n_examples=6, systems=RICH_SYSTEMS)

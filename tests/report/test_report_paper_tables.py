@@ -9,59 +9,11 @@ import pandas as pd
 import pytest
 from omnistory_report.analysis.paper_tables import FIGURE_ITEMS, TABLE_ITEMS
 from omnistory_report.command import build_report
-
-from omnistory_core.scores import ScoreRow, read_scores, write_scores
-
-
-def _add_dreamsim(scores_path):
-    rows = list(read_scores(scores_path))
-    examples = sorted({r.example_id for r in rows})
-    systems = sorted({r.system for r in rows})
-    for s_num, system in enumerate(systems):
-        for i, example in enumerate(examples):
-            if system == "semi-b" and i == 2:  # its plan failed: no image
-                rows.append(
-                    ScoreRow(
-                        system,
-                        example,
-                        "metric",
-                        "image",
-                        "dreamsim",
-                        "distance",
-                        None,
-                        "missing_output",
-                    )
-                )
-            else:
-                value = 0.1 * (s_num + 1) + 0.05 * i
-                rows.append(
-                    ScoreRow(
-                        system, example, "metric", "image", "dreamsim", "distance", value, "ok"
-                    )
-                )
-    # the image judge ij2 could not answer on one example of orch-a
-    rows = [
-        ScoreRow(
-            r.system,
-            r.example_id,
-            r.kind,
-            r.track,
-            r.evaluator,
-            r.criterion,
-            None,
-            "error",
-            cause="server down",
-        )
-        if (r.system, r.evaluator, r.example_id) == ("orch-a", "ij2", examples[0])
-        else r
-        for r in rows
-    ]
-    write_scores(scores_path, rows)
-    return examples
+from report_helpers import add_dreamsim
 
 
 def test_paper_tables_figures_and_index(synthetic_run, tmp_path):
-    examples = _add_dreamsim(synthetic_run.scores)
+    examples = add_dreamsim(synthetic_run.scores)
     out = build_report(
         synthetic_run.scores,
         tmp_path / "report",

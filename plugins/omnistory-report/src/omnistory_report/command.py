@@ -2,9 +2,10 @@
 
     report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
 
-Besides its own tables and figures it writes the paper's numbered ones under their paper names
-(``tables/table08_dreamsim_correlations.csv``, ``figures/figure12_...``) with an index
-(``tables/index.md``, ``paper_tables.json``): see :mod:`omnistory_report.paper`.
+Writes every table and figure of :data:`omnistory_report.registry.PAPER_TABLES`, its own and the
+paper's numbered ones under their paper names (``tables/table08_dreamsim_correlations.csv``,
+``figures/figure12_...``), with an index (``tables/index.md``, ``paper_tables.json``): see
+:mod:`omnistory_report.paper`.
 
 Works on whatever has been scored so far: missing systems, missing examples and partial rows only
 make the affected numbers undefined (shown as —), never the report fail.  The end-of-sweep hook
@@ -17,13 +18,18 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from omnistory_report.analysis.bootstrap import DEFAULT_DRAWS, DEFAULT_SEED
+from omnistory_report.analysis.statistics import StatisticsOptions
+from omnistory_report.context import Context
+
+if TYPE_CHECKING:
+    from omnistory_report.html import ReportContext
+    from omnistory_report.registry import Written
 
 _OPTIONS = {
     "bootstrap": DEFAULT_DRAWS,
@@ -33,20 +39,16 @@ _OPTIONS = {
     "print_table": True,
     "console": None,
     "panels": None,
+    "tables": None,
 }
-
-
-def load_examples(runs: dict[str, Any]) -> list | None:
-    """Dataset examples for the per-example pages, via the ``dataset`` spec of a manifest.
-
-    Returns None (pages then show outputs and scores only) when no manifest names a dataset.
-    """
-    specs = [r.manifest.get("dataset") for r in runs.values() if r.manifest.get("dataset")]
-    if not specs:
-        return None
-    from omnistory_core.data import load_dataset  # imported lazily: optional for the report
-
-    return list(load_dataset(specs[0]))
+#: the statistics shown on the report page itself, not only linked
+INLINE_STATISTICS = (
+    "bootstrap_totals",
+    "bottleneck_valid",
+    "bottleneck_zero",
+    "paradigm_means",
+    "partial_correlations_valid",
+)
 
 
 def build_report(
@@ -63,235 +65,97 @@ def build_report(
 
     Options: ``bootstrap`` (draws, default 20,000), ``seed`` (20260925), ``weight_draws``
     (10,000), ``html`` (True), ``print_table`` (True), ``console`` (a rich Console), ``panels``
-    (explicit judge panels for the agreement tables).  ``examples`` are the dataset's
-    StoryExamples; when omitted and ``run_dir`` is given they are loaded from a manifest's
-    ``dataset`` spec.
+    (explicit judge panels for the agreement tables), ``tables`` (slugs of
+    :data:`~omnistory_report.registry.PAPER_TABLES` to write; default all: the inputs only
+    those need are read).  ``examples`` are the dataset's StoryExamples; when omitted and
+    ``run_dir`` is given they are loaded from a manifest's ``dataset`` spec.
     """
+    from omnistory_report.paper import paper_index, write_index
+    from omnistory_report.registry import make_and_write, select
+
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"build_report got unknown options: {sorted(unknown)}")
     opt = {**_OPTIONS, **options}
-
-    from omnistory_report import figures as fig
-    from omnistory_report.analysis.correlations import correlation_matrix
-    from omnistory_report.analysis.cube import build_cube
-    from omnistory_report.analysis.failures import failure_table, plan_error_counts
-    from omnistory_report.analysis.frame import load_scores_frame
-    from omnistory_report.analysis.human import HumanStudy, read_plan_sidecar, split_human
-    from omnistory_report.analysis.leaderboard import leaderboard, modality_frame
-    from omnistory_report.analysis.statistics import StatisticsOptions, compute_statistics
-    from omnistory_report.paper import write_paper_outputs
-    from omnistory_report.rundir import (
-        failures_frame,
-        lengths_frame,
-        outputs_frame,
-        read_run_dir,
-        system_info,
-    )
-    from omnistory_report.tables import write_leaderboard, write_table
-    from omnistory_report.terminal import print_leaderboard
-
-    scores_path, out_dir = Path(scores_path), Path(out_dir)
-    notes = []
-    if scores_path.is_file() or run_dir is None:
-        frame = load_scores_frame(scores_path)
-    else:
-        # A sweep run without evaluation: the pages still show every system's outputs.
-        from omnistory_report.analysis.frame import frame_from_rows
-
-        frame = frame_from_rows([])
-    # Human ratings (``human import``) feed Tables 18-21 only, never the leaderboard.
-    frame, human_rows = split_human(frame)
-    human = HumanStudy(human_rows, read_plan_sidecar(scores_path)) if not human_rows.empty else None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cube = build_cube(frame, source=str(scores_path))
-    lb = leaderboard(cube)
-
-    runs = read_run_dir(run_dir) if run_dir is not None else {}
-    unscored = sorted(set(runs) - set(cube.systems))
-    if unscored and cube.systems:
-        notes.append(f"Systems in the run directory without scores yet: {', '.join(unscored)}.")
-    if examples is None and runs:
-        try:
-            examples = load_examples(runs)
-        except Exception as exc:  # noqa: BLE001 - the report must still build without the dataset
-            notes.append(f"Dataset examples could not be loaded ({exc}); pages show outputs only.")
-            examples = None
-    info = system_info(runs, list(cube.systems) + unscored)
-    paradigms = {s: p for s, p in info["paradigm"].items() if p != "unknown"} or None
-    oracles = sorted(s for s, o in info["oracle"].items() if o)
-    comparable = lb[~lb["system"].isin(oracles)]
-
-    failures = failures_frame(runs) if runs else pd.DataFrame()
-    lengths = lengths_frame(runs) if runs else None
-    reference_lengths = None
-    if examples:
-        from omnistory_report.analysis.length import narration_length
-
-        reference_lengths = [narration_length(e.reference.next_page.text) for e in examples]
-
-    write_leaderboard(lb, info, out_dir)
-    if opt["print_table"]:
-        print_leaderboard(lb, info, opt["console"])
-
-    stats = compute_statistics(
-        frame,
-        cube,
-        lb,
-        paradigms=paradigms,
-        lengths=lengths,
-        reference_lengths=reference_lengths,
-        options=StatisticsOptions(
+    tables = select(opt["tables"])
+    ctx = Context(
+        Path(scores_path),
+        Path(out_dir),
+        Path(run_dir) if run_dir is not None else None,
+        examples,
+        StatisticsOptions(
             draws=int(opt["bootstrap"]),
             seed=int(opt["seed"]),
             weight_draws=int(opt["weight_draws"]),
             panels=opt["panels"],
         ),
-        exclude=oracles,
     )
-    n_error = int(cube.errors.any(axis=0).sum())
-    incomplete = ""
-    if n_error:
-        # every number below leaves these examples out of the affected cells: say so everywhere
-        incomplete = (
-            f"Incomplete: {n_error} (system, example) pair(s) have evaluator errors (status "
-            "`error`: the evaluator could not answer); the affected cells are computed without "
-            "them, neither as valid nor as zero (see `errors_*` in the leaderboard and `n_error` "
-            "in judge_coverage). Rerun `evaluate` once the cause is fixed."
-        )
-        notes.append(incomplete)
-        stats = {
-            k: replace(t, note=f"{t.note}\n\n{incomplete}" if t.note else incomplete)
-            for k, t in stats.items()
-        }
-    tables_dir = out_dir / "tables"
-    table_links = []
-    if not failures.empty:
-        stats["failures"] = _failures_stat(failure_table(failures))
-    for stem, table in stats.items():
-        write_table(table.frame, tables_dir, stem, table.title, table.note)
-        table_links.append((table.title, stem))
+    if opt["print_table"] and any(t.write == "leaderboard" for t in tables):
+        from omnistory_report.terminal import print_leaderboard
 
-    fig_dir = out_dir / "figures"
-    produced = outputs_frame(runs)
-    left_out = f" (oracle systems left out: {', '.join(oracles)})" if oracles else ""
-    plan_errors = plan_error_counts(failures) if runs else None
-    criteria_image = stats.get("criterion_scores_image")
-    criteria_frame = (
-        criteria_image.frame.set_index("system").drop(index=oracles, errors="ignore")
-        if criteria_image is not None
-        else pd.DataFrame()
-    )
-    figures = [
-        ("Figure 3: Total Average ranking by paradigm", fig.ranking_figure(lb, info, fig_dir)),
-        (
-            "Figure 4: JSON errors and missing outputs per modality",
-            fig.missing_figure(
-                lb if not lb.empty else _missing_from_runs(produced), info, fig_dir, plan_errors
-            ),
-        ),
-        ("Figure 13: valid-only vs zero-filled", fig.valid_vs_zero_figure(lb, info, fig_dir)),
-        (
-            "Modality correlation heatmap (valid-only)" + left_out,
-            fig.correlation_heatmap(
-                correlation_matrix(
-                    modality_frame(comparable, "valid").dropna(),
-                    ["text", "image", "speech", "omni", "total"],
-                ),
-                fig_dir,
-            ),
-        ),
-        (
-            "Figure 6: image-judge scores by category and paradigm" + left_out,
-            fig.image_categories_figure(criteria_frame, info, fig_dir),
-        ),
-    ]
-    # The paper's numbered tables and figures under their paper names, with their index.
-    paper = write_paper_outputs(
-        out_dir,
-        frame,
-        cube,
-        lb,
-        stats,
-        info,
-        paradigms=paradigms,
-        lengths=lengths,
-        exclude=oracles,
-        incomplete=incomplete,
-        human=human,
-    )
-    table_links.extend(paper.tables)
-    figures.extend(paper.figures)
-    if lengths is not None and not lengths.empty:
-        figures.insert(
-            0,
-            (
-                "Generated narration length per system (characters)",
-                fig.length_figure(lengths, info, fig_dir, reference_lengths),
-            ),
-        )
-    # the HTML shows only what has data; the files are all written (the paper index names them)
-    figures = [(t, p) for t, p in figures if fig.empty_reason(p) is None]
-    table_links = [(t, s) for t, s in table_links if _has_data(tables_dir / f"{s}.csv")]
-
+        print_leaderboard(ctx.lb, ctx.info, opt["console"])
+    written = [make_and_write(ctx, t) for t in tables]
+    write_index(ctx.out_dir, paper_index(written))
     if opt["html"]:
-        from omnistory_report.html import ReportContext, write_html_report
+        from omnistory_report.html import write_html_report
 
-        inline = [
-            (stats[k].title, stats[k].frame)
-            for k in (
-                "bootstrap_totals",
-                "bottleneck_valid",
-                "bottleneck_zero",
-                "paradigm_means",
-                "partial_correlations_valid",
-            )
-            if k in stats and _frame_has_data(stats[k].frame)
-        ]
-        excluded = stats["judge_coverage"].frame
-        excluded = excluded[excluded["excluded_valid_only"]]
-        if not excluded.empty:
-            inline.insert(0, ("Judges left out of valid-only means (no valid example)", excluded))
-        if n_error:
-            from omnistory_report.analysis.leaderboard import cell_means
-
-            erred = cell_means(cube)
-            erred = erred[erred["n_error"] > 0][
-                ["system", "kind", "track", "evaluator", "n_examples", "n_error"]
-            ]
-            inline.insert(0, ("Evaluator errors (examples left out of these cells)", erred))
-        write_html_report(
-            ReportContext(
-                out_dir=out_dir,
-                lb=lb,
-                info=info,
-                cube=cube,
-                frame=frame,
-                figures=figures,
-                tables=table_links,
-                inline_tables=inline,
-                runs=runs,
-                examples=examples,
-                notes=notes,
-                run_tables=_run_tables(runs, produced, lengths, reference_lengths),
-                scores_note=_scores_note(scores_path, run_dir) if lb.empty else "",
-            )
-        )
-    return out_dir
+        write_html_report(_page(ctx, written))
+    return ctx.out_dir
 
 
-def _missing_from_runs(produced: pd.DataFrame) -> pd.DataFrame:
-    """Figure 4's input from the run records: outputs not written per system and modality."""
-    if produced.empty:
-        return pd.DataFrame(columns=["system", "missing_text", "missing_image", "missing_speech"])
-    missing = produced.assign(missing=produced["examples"] - produced["written"])
-    wide = missing.pivot(index="system", columns="modality", values="missing")
-    return pd.DataFrame(
-        {
-            "system": wide.index,
-            **{f"missing_{m}": wide[m].to_numpy(int) for m in ("text", "image", "speech")},
-        }
+def _page(ctx: Context, written: Sequence[Written]) -> ReportContext:
+    """The HTML page's inputs: what was written, shown only where it has data (the files are
+    all written: the paper index names them)."""
+    from omnistory_report.figures import empty_reason
+    from omnistory_report.html import ReportContext
+
+    figures = [
+        (w.title, ctx.out_dir / w.file)
+        for w in written
+        if w.table.write == "figure" and w.table.shown and w.file is not None
+    ]
+    tables = [
+        (w.title, w.table.slug)
+        for w in written
+        if w.table.write == "table" and w.file is not None and _has_data(ctx.out_dir / w.file)
+    ]
+    return ReportContext(
+        out_dir=ctx.out_dir,
+        lb=ctx.lb,
+        info=ctx.info,
+        cube=ctx.cube,
+        frame=ctx.frame,
+        figures=[(t, p) for t, p in figures if empty_reason(p) is None],
+        tables=tables,
+        inline_tables=_inline_tables(ctx),
+        runs=ctx.runs,
+        examples=ctx.examples,
+        notes=ctx.notes,
+        run_tables=_run_tables(ctx.runs, ctx.produced, ctx.lengths, ctx.reference_lengths),
+        scores_note=_scores_note(ctx.scores_path, ctx.run_dir) if ctx.lb.empty else "",
     )
+
+
+def _inline_tables(ctx: Context) -> list[tuple[str, pd.DataFrame]]:
+    """The tables on the page itself: evaluator errors, judges left out, key statistics."""
+    inline = []
+    if ctx.n_error:
+        from omnistory_report.analysis.leaderboard import cell_means
+
+        erred = cell_means(ctx.cube)
+        erred = erred[erred["n_error"] > 0][
+            ["system", "kind", "track", "evaluator", "n_examples", "n_error"]
+        ]
+        inline.append(("Evaluator errors (examples left out of these cells)", erred))
+    coverage = ctx.stat("judge_coverage")
+    excluded = coverage.frame[coverage.frame["excluded_valid_only"]] if coverage else None
+    if excluded is not None and not excluded.empty:
+        inline.append(("Judges left out of valid-only means (no valid example)", excluded))
+    for stem in INLINE_STATISTICS:
+        table = ctx.stat(stem)
+        if table is not None and _frame_has_data(table.frame):
+            inline.append((table.title, table.frame))
+    return inline
 
 
 def _frame_has_data(frame: pd.DataFrame) -> bool:
@@ -354,12 +218,6 @@ def _scores_note(scores_path: Path, run_dir: str | Path | None) -> str:
         f"--run-dir {run}`. The model downloads this needs, with their sizes: "
         f"`python -m omnistory_core prefetch {evaluators} --dry-run`."
     )
-
-
-def _failures_stat(table: pd.DataFrame):
-    from omnistory_report.analysis.statistics import StatTable
-
-    return StatTable("Failed outputs per system, modality and category (run records)", table)
 
 
 def _parser() -> argparse.ArgumentParser:

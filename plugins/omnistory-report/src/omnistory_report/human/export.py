@@ -355,7 +355,7 @@ def export_run(
     )
     dataset = None
     try:
-        from omnistory_report.command import load_examples
+        from omnistory_report.context import load_examples
 
         dataset = load_examples({s: runs[s] for s in plan.systems})
         problem = "" if dataset else "no manifest names a dataset"
