@@ -1,5 +1,5 @@
-"""The table registry: what it lists, the needs it reads lazily, and the report's files unchanged
-since it replaced the long driver."""
+"""The table registry: what it lists, the task's tables declared from it, the needs it reads
+lazily, and the report's files unchanged since it replaced the long driver."""
 
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ from omnistory_report.registry import (
     PAPER_TABLES,
     STATISTICS_TABLES,
     select,
+    task_tables,
 )
 from report_helpers import build_golden_report, output_digests
+
+from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
 
 DIGESTS = Path(__file__).parent / "data" / "report_digests.json"
 QUICK = {"bootstrap": 20, "weight_draws": 20, "print_table": False}
@@ -43,6 +46,14 @@ def test_every_statistic_and_paper_item_once_in_the_report_order():
         assert t.needs <= set(NEEDS), t.slug
         assert set(t.absent) <= t.needs, t.slug
         assert t.write in ("leaderboard", "table", "figure"), t.slug
+
+
+def test_the_task_declares_exactly_the_registry():
+    declared = [(t.slug, t.title, tuple(t.needs)) for t in OMNISTORYBENCH.tables]
+    registry = [(t.slug, t.title, tuple(t.needs)) for t in task_tables()]
+    assert declared == registry
+    needs = {t.slug: frozenset(t.needs) for t in OMNISTORYBENCH.tables}
+    assert needs == {t.slug: t.needs for t in PAPER_TABLES}
 
 
 def test_unknown_tables_are_refused():
