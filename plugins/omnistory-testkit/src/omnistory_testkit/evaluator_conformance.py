@@ -486,9 +486,11 @@ def _check_runtime_params(ctx: _Context, first: _Scored, vary: Mapping[str, Any]
 
 
 def _first_item(ctx: _Context) -> dict[str, Any]:
-    from omnistory_eval.runner import _Hasher, candidate_pool
+    from omnistory_eval.runner import candidate_pool
 
-    pool, _ = candidate_pool(ctx.systems[0], ctx.demo[0], _Hasher())
+    from omnistory_core.engine.hashing import MediaHasher
+
+    pool, _ = candidate_pool(ctx.systems[0], ctx.demo[0], MediaHasher())
     return {name: pool[name] for name in ctx.cls.reads}
 
 
@@ -661,8 +663,8 @@ def _check_unreadable_input(
     shutil.copytree(run_dir, corrupt_dir)
     systems = discover_systems(corrupt_dir)
     example = ctx.demo[0]
-    entry = systems[0].records[example.index][modality]
-    target = systems[0].job_dir / entry["path"]
+    target = systems[0].candidate(example.index, modality)
+    assert target is not None  # the stand-in systems make every output
     os.unlink(target)  # the copy may be a link to the store's blob: replace, never write through
     target.write_bytes(garbage)
     what = f"its {name} ({target.name}) does not decode"
