@@ -1,10 +1,14 @@
-"""``python -m omnistory_core plugin new NAME --kind KIND [--dir D]``: a new plugin distribution.
+"""``python -m omnistory_core plugin new NAME --kind KIND [--produces M,M] [--dir D]``: a new
+plugin distribution.
 
 It writes ``D/omnistory-NAME/``, a complete distribution that installs and passes its own tests as
-generated: ``pyproject.toml`` with the ``omnistory`` entry point, the component (offline and
-deterministic, with comments marking where the model call goes), one preset (a system for a
-generation component, a scored demo sweep for a metric or judge), a README and tests (the plugin
-kit's ``check_component`` for a generation component; the ``evaluate`` path for a metric or judge).
+generated: ``pyproject.toml`` with the ``omnistory`` entry point and a ``test`` extra, the
+component (offline and deterministic, with comments marking where the model call goes), one preset
+(a system for a generation component, a scored demo sweep for a metric or judge), a README, a
+``.gitignore`` and tests (the plugin kit's ``check_component`` for a generation component; the
+``evaluate`` path for a metric or judge). A backbone's ``--produces`` picks its shape:
+``text,image,speech`` (any-to-any, the default), ``text,image`` (T+I: its preset adds
+``tts=espeak``) or ``text,speech`` (T+S: its preset adds ``image=copy``).
 
 The templates are the ``*.tmpl`` files of ``omnistory_core/scaffold_templates`` (package data),
 filled with :class:`string.Template` (``${name}``), since Python and YAML use braces themselves.
@@ -56,19 +60,72 @@ KINDS: dict[str, KindSpec] = {
     "tts": KindSpec(
         "register_tts_experts", "tts", "TTS", "system", "template_copy_{name}", "TTS expert"
     ),
+    # a backbone's preset and label depend on its shape: BackboneShape below
     "backbone": KindSpec(
-        "register_backbones", "backbone", "Backbone", "system", "{name}", "any-to-any backbone"
+        "register_backbones", "backbone", "Backbone", "system", "{name}", "backbone"
     ),
     "metric": KindSpec("register_metrics", "metric", "Metric", "suite", "{name}_demo", "metric"),
     "judge": KindSpec("register_judges", "judge", "Judge", "suite", "{name}_demo", "judge"),
 }
+
+#: the order a shape's modalities are named in (``--produces image,text`` is ``text,image``)
+_MODALITIES = ("text", "image", "speech")
+
+
+@dataclass(frozen=True)
+class BackboneShape:
+    """What differs between backbones by the modalities they make themselves (CONTRIBUTING.md,
+    "Adding a backbone"): the templates, the preset and the expert it adds for the rest."""
+
+    produces: str  # the --produces value, modalities in _MODALITIES order
+    templates: str  # folder of omnistory_core/scaffold_templates
+    preset: str  # preset name; {name} is the component name
+    expert: str  # the override its systems add for what it does not make ("" for any-to-any)
+    label: str  # for the description and the README
+    about: str  # the README's sentence on who makes what
+
+
+SHAPES: dict[str, BackboneShape] = {
+    shape.produces: shape
+    for shape in (
+        BackboneShape(
+            "text,image,speech",
+            "backbone",
+            "{name}",
+            "",
+            "any-to-any backbone",
+            "It makes the next page's narration, illustration and speech itself, in one call per"
+            " example.",
+        ),
+        BackboneShape(
+            "text,image",
+            "backbone_text_image",
+            "{name}_espeak",
+            "tts=espeak",
+            "T+I backbone",
+            "It makes the next page's narration and illustration itself (semi-orchestration, T+I);"
+            ' a TTS expert (`tts=espeak` in its preset) speaks the `plan["speech"]` it returns.',
+        ),
+        BackboneShape(
+            "text,speech",
+            "backbone_text_speech",
+            "{name}_copy",
+            "image=copy",
+            "T+S backbone",
+            "It makes the next page's narration and speech itself (semi-orchestration, T+S); an"
+            " image expert (`image=copy` in its preset; `image=dev` draws the prompt) renders the"
+            ' `plan["image_prompt"]` it returns.',
+        ),
+    )
+}
+DEFAULT_SHAPE = "text,image,speech"
 
 #: how the README tells a user to run the component once installed
 _RUN_LINES = {
     "planner": "python -m omnistory_core planner=${name} dataset.limit=2",
     "image": "python -m omnistory_core image=${name} dataset.limit=2",
     "tts": "python -m omnistory_core tts=${name} dataset.limit=2",
-    "backbone": "python -m omnistory_core backbone=${name} dataset.limit=2",
+    "backbone": "python -m omnistory_core backbone=${name} ${expert}dataset.limit=2",
     "metric": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics ${name}",
     "judge": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics '' --judges ${name}",
 }
@@ -91,6 +148,39 @@ def check_name(name: str, kind: str) -> None:
         )
     if keyword.iskeyword(name):
         raise ScaffoldError(f"plugin name {name!r} is a Python keyword; choose another")
+
+
+def backbone_shape(kind: str, produces: str | None) -> BackboneShape | None:
+    """The shape ``--produces`` asks for (any-to-any when not given); None for other kinds."""
+    if kind != "backbone":
+        if produces is not None:
+            raise ScaffoldError(
+                f"--produces is for --kind backbone only (a {kind}'s output is fixed by its kind)"
+            )
+        return None
+    if produces is None:
+        return SHAPES[DEFAULT_SHAPE]
+    given = {m.strip().lower() for m in produces.split(",") if m.strip()}
+    unknown = sorted(given - set(_MODALITIES))
+    if unknown:
+        raise ScaffoldError(
+            f"--produces {produces!r}: unknown modality {', '.join(unknown)}; use text, image,"
+            " speech"
+        )
+    shapes = " | ".join(SHAPES)
+    if "text" not in given:
+        # nothing but the backbone writes the narration, so every shape includes text
+        raise ScaffoldError(
+            f"--produces {produces!r} lacks text: nothing but the backbone writes the narration;"
+            f" one of {shapes}"
+        )
+    shape = SHAPES.get(",".join(m for m in _MODALITIES if m in given))
+    if shape is None:
+        raise ScaffoldError(
+            f"--produces {produces!r}: a model making text alone is a planner (--kind planner);"
+            f" a backbone is one of {shapes}"
+        )
+    return shape
 
 
 def check_free(name: str, kind: str) -> None:
@@ -121,41 +211,64 @@ def _template(relative: str) -> str:
     )
 
 
-def plan_files(name: str, kind: str) -> dict[str, str]:
-    """The distribution's files, path relative to its root -> text."""
+def preset_name(name: str, kind: str, shape: BackboneShape | None = None) -> str:
+    return (shape.preset if shape else KINDS[kind].preset).format(name=name)
+
+
+def run_line(name: str, kind: str, shape: BackboneShape | None = None) -> str:
+    """The command that runs the component itself (a backbone with the expert its shape needs)."""
+    expert = f"{shape.expert} " if shape and shape.expert else ""
+    return Template(_RUN_LINES[kind]).substitute(name=name, expert=expert)
+
+
+def _values(name: str, kind: str, shape: BackboneShape | None) -> dict[str, str]:
+    """The templates' placeholders."""
     spec = KINDS[kind]
-    package = f"omnistory_{name}"
-    preset = spec.preset.format(name=name)
-    values = {
+    preset = preset_name(name, kind, shape)
+    label = shape.label if shape else spec.label
+    intro = f"An omnistory {label}, `{kind}={name}`, packaged as a plugin for omnistory_core."
+    return {
         "name": name,
         "kind": kind,
-        "label": spec.label,
+        "label": label,
+        "intro": f"{intro} {shape.about}" if shape else intro,
         "dist": "omnistory-" + name.replace("_", "-"),
-        "package": package,
+        "package": f"omnistory_{name}",
         "module": spec.module,
         "cls": class_name(name, kind),
         "hook": spec.hook,
         "preset": preset,
         "preset_group": spec.preset_group,
-        "core_version": _core_version(),
+        "core_version": _version("omnistory-core"),
+        "testkit_version": _version("omnistory-testkit"),
+        "run_line": run_line(name, kind, shape),
+        "preset_line": preset_line(kind, preset),
     }
-    values["run_line"] = Template(_RUN_LINES[kind]).substitute(values)
-    values["preset_line"] = preset_line(kind, preset)
+
+
+def plan_files(name: str, kind: str, shape: BackboneShape | None = None) -> dict[str, str]:
+    """The distribution's files, path relative to its root -> text."""
+    if kind == "backbone" and shape is None:
+        shape = SHAPES[DEFAULT_SHAPE]
+    values = _values(name, kind, shape)
+    folder = shape.templates if shape else kind
 
     def fill(relative: str) -> str:
         # strict: a placeholder left in a template is a bug here, never something to ship
         return Template(_template(relative)).substitute(values)
 
-    src = f"src/{package}"
+    src = f"src/{values['package']}"
+    group, preset = values["preset_group"], values["preset"]
     return {
         "pyproject.toml": fill("common/pyproject.toml.tmpl"),
         "README.md": fill("common/README.md.tmpl"),
+        ".gitignore": fill("common/gitignore.tmpl"),
         f"{src}/__init__.py": fill("common/__init__.py.tmpl"),
         f"{src}/plugin.py": fill("common/plugin.py.tmpl"),
-        f"{src}/{spec.module}.py": fill(f"{kind}/component.py.tmpl"),
+        f"{src}/{values['module']}.py": fill(f"{folder}/component.py.tmpl"),
         f"{src}/conf/__init__.py": "",
-        f"{src}/conf/{spec.preset_group}/{preset}.yaml": fill(f"{kind}/preset.yaml.tmpl"),
-        f"tests/test_{name}.py": fill(f"{kind}/test.py.tmpl"),
+        f"{src}/conf/{group}/{preset}.yaml": fill(f"{folder}/preset.yaml.tmpl"),
+        f"tests/test_{name}.py": fill(f"{folder}/test.py.tmpl"),
     }
 
 
@@ -166,25 +279,26 @@ def preset_line(kind: str, preset: str) -> str:
     return f"python -m omnistory_core {flag}{group}={preset} dataset.limit=2"
 
 
-def _core_version() -> str:
+def _version(dist: str) -> str:
     import importlib.metadata as md
 
     try:
-        return md.version("omnistory-core")
+        return md.version(dist)
     except md.PackageNotFoundError:
         return "0.1.0"
 
 
-def new_plugin(name: str, kind: str, directory: Path) -> Path:
+def new_plugin(name: str, kind: str, directory: Path, produces: str | None = None) -> Path:
     """Write the distribution under ``directory`` and return its root."""
     if kind not in KINDS:
         raise ScaffoldError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    shape = backbone_shape(kind, produces)
     check_name(name, kind)
     root = directory / ("omnistory-" + name.replace("_", "-"))
     if root.exists():
         raise ScaffoldError(f"{root} already exists; not overwriting it (choose another --dir)")
     check_free(name, kind)
-    files = plan_files(name, kind)
+    files = plan_files(name, kind, shape)
     directory.mkdir(parents=True, exist_ok=True)
     # written aside and renamed at the end: a failure half-way leaves no half-made plugin behind
     staging = directory / f".{root.name}.partial-{os.getpid()}"
@@ -201,7 +315,7 @@ def new_plugin(name: str, kind: str, directory: Path) -> Path:
     return root
 
 
-def main(argv: list[str]) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="omnistory plugin", description="Start a plugin: a complete, tested distribution."
     )
@@ -213,17 +327,29 @@ def main(argv: list[str]) -> int:
     )
     new.add_argument("name", help="component name users type (planner=NAME), e.g. my_model")
     new.add_argument("--kind", required=True, choices=tuple(KINDS))
+    # checked by backbone_shape, not argparse: a refusal is one line, like the scaffold's others
+    new.add_argument(
+        "--produces",
+        metavar="M,M",
+        help=f"backbone only: what it makes itself, one of {' | '.join(SHAPES)} (default"
+        f" {DEFAULT_SHAPE})",
+    )
     new.add_argument("--dir", type=Path, default=Path("."), help="where to create it (default .)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
     try:
-        root = new_plugin(args.name, args.kind, args.dir)
+        root = new_plugin(args.name, args.kind, args.dir, args.produces)
+        shape = backbone_shape(args.kind, args.produces)
     except (ScaffoldError, OSError) as exc:
         print(f"omnistory: error: {exc}", file=sys.stderr)
         return 2
-    preset = KINDS[args.kind].preset.format(name=args.name)
-    print(f"wrote {root}/ ({args.kind}={args.name}); next:")
-    print(f"  pip install -e {root}")
+    what = f"{args.kind}={args.name}" + (f", produces {shape.produces}" if shape else "")
+    print(f"wrote {root}/ ({what}); next:")
+    print(f"  pip install -e '{root}[test]'")
     print(f"  pytest {root}/tests")
-    print(f"  {preset_line(args.kind, preset)}")
-    print(f"  {Template(_RUN_LINES[args.kind]).substitute(name=args.name)}")
+    print(f"  {preset_line(args.kind, preset_name(args.name, args.kind, shape))}")
+    print(f"  {run_line(args.name, args.kind, shape)}")
     return 0

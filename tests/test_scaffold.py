@@ -166,6 +166,7 @@ def test_files_and_names(tmp_path: Path) -> None:
     root = tmp_path / "omnistory-my-model"
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert files == [
+        ".gitignore",
         "README.md",
         "pyproject.toml",
         "src/omnistory_my_model/__init__.py",
