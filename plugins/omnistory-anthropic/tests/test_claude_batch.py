@@ -7,10 +7,8 @@ import pytest
 from omnistory_anthropic.planner import ClaudePlanner
 from omnistory_testkit import BatchFate, FakeServer, Reply, demo_planner_items
 
-from omnistory_core.components import PlannerResponse
-from omnistory_core.contract import Failure
+from omnistory_core.api import Failure, PlannerResponse, parse_plan
 from omnistory_core.kit.batches import BATCH_DISCOUNT, BatchLedger, custom_id
-from omnistory_core.plan_schema import parse_plan
 
 KEY_VAR = "OMNI_CLAUDE_BATCH_CANARY"
 KEY = "sk-ant-canary-batch-41d2"

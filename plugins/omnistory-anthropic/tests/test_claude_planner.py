@@ -9,10 +9,8 @@ import pytest
 from omnistory_anthropic.planner import ClaudePlanner, claude_plan_schema, normalize_base_url
 from omnistory_testkit import VALID_PLAN, FakeServer, Reply, demo_planner_items
 
-from omnistory_core.components import PlannerResponse
-from omnistory_core.contract import Failure
+from omnistory_core.api import Failure, PlannerResponse, parse_plan, plan_json_schema
 from omnistory_core.kit.planning.prompts import SYSTEM_PROMPT
-from omnistory_core.plan_schema import parse_plan, plan_json_schema
 
 KEY_VAR = "OMNI_CLAUDE_TEST_CANARY"  # deliberately not secret-looking: no scrubber hides it
 KEY = "sk-ant-canary-8c2f4e61"
@@ -164,8 +162,7 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
     from importlib import resources
 
     import yaml
-
-    from omnistory_core.params import config_node
+    from omnistory_testkit import config_node
 
     conf = yaml.safe_load(
         resources.files("omnistory_anthropic.conf").joinpath("planner", "claude.yaml").read_text()
@@ -179,7 +176,7 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
 
 
 def test_preflight_names_the_missing_variable_and_the_remedy(monkeypatch):
-    from omnistory_core.components import ComponentError
+    from omnistory_core.api import ComponentError
 
     planner_ = ClaudePlanner(api_key_env=KEY_VAR, seed=0)
     planner_.preflight()

@@ -50,8 +50,6 @@ def chat_models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def demo_items() -> list[dict]:
     """The first two demo examples as the engine hands them to a backbone."""
-    from omnistory_core.data.demo import load_demo
-    from omnistory_core.engine.job import MediaHasher, example_inputs
+    from omnistory_testkit import demo_items as engine_items
 
-    hasher = MediaHasher()
-    return [example_inputs(example, hasher, oracle=False) for example in load_demo(2)]
+    return engine_items(2)

@@ -18,7 +18,7 @@ from anygpt_standin import (
 )
 from omnistory_anygpt.backbone import AnyGPT
 
-from omnistory_core.components import Audio, ComponentError
+from omnistory_core.api import Audio, ComponentError
 
 
 def backbone(standin, chat: Path, **params) -> AnyGPT:

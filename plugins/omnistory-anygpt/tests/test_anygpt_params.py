@@ -9,7 +9,7 @@ import yaml
 from omnistory_anygpt.backbone import ANYGPT_REQUIREMENTS, AnyGPT, local_file
 from omnistory_anygpt.source import check_source_dir, tree_digest
 
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ConfigError
 
 CONF = Path(__file__).parents[1] / "src" / "omnistory_anygpt" / "conf" / "backbone" / "anygpt.yaml"
 

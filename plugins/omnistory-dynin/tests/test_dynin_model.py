@@ -11,7 +11,7 @@ from dynin_standin import SCRIPT_TEXT
 from omnistory_dynin.backbone import DyninOmni
 from omnistory_testkit import demo_planner_items
 
-from omnistory_core.components import Audio, BackboneOutput, ComponentError
+from omnistory_core.api import Audio, BackboneOutput, ComponentError
 
 STEPS = 4
 SIDE = 112

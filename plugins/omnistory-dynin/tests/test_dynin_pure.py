@@ -17,24 +17,19 @@ from omnistory_dynin.prompts import (
     story_metadata,
 )
 from omnistory_dynin.remote import interpret, parse_response, request_kwargs
+from omnistory_testkit import demo_examples, media
 
-from omnistory_core.components import Audio, Media
-from omnistory_core.contract import Failure
-from omnistory_core.data.demo import load_demo
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import Audio, ConfigError, Failure
 
 
 @pytest.fixture(scope="module")
 def demo():
-    return load_demo()[:3]
+    return demo_examples()[:3]
 
 
 def item_of(example) -> dict:
-    from omnistory_core.engine.hashing import sha256_file
-
-    image = example.current.image
     return {
-        "current_image": Media(path=image, sha256=sha256_file(image)),
+        "current_image": media(example.current.image),
         "current_text": example.current.text,
         "metadata": example.metadata,
         "conditions": example.conditions,

@@ -14,7 +14,7 @@ from omnistory_dynin.backbone import DyninOmni
 from omnistory_dynin.prompts import example_seed
 from omnistory_testkit import demo_planner_items
 
-from omnistory_core.components import Audio, BackboneOutput, ComponentError
+from omnistory_core.api import Audio, BackboneOutput, ComponentError
 
 TESTS = Path(__file__).parent
 

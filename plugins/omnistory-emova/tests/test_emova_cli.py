@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 from emova_tiny import SAMPLING_RATE
+from omnistory_testkit import demo_examples
 from PIL import Image
-
-from omnistory_core.data.demo import load_demo
 
 
 def run_cli(
@@ -75,7 +74,7 @@ def test_text_and_speech_from_emova_image_from_the_expert(
     samples, rate = sf.read(run / "speech/1/generated.wav", dtype="float32")
     assert rate == SAMPLING_RATE and samples.size == 8 * 64
     # image=copy repeats the current page: the image came from the expert, not the backbone
-    for example, row in zip(load_demo(2), rows, strict=True):
+    for example, row in zip(demo_examples(2), rows, strict=True):
         with (
             Image.open(run / row["image"]["path"]) as made,
             Image.open(example.current.image) as current,

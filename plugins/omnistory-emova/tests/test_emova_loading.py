@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 from emova_tiny import SAMPLING_RATE, SPEECH_REPLY, TINY_SPEECH_UNITS, build_tiny_speech_tokenizer
 from omnistory_emova.backbone import Emova, pass2_messages
+from omnistory_testkit import demo_items
 
-from omnistory_core.components import Audio, BackboneOutput, ComponentError
-from omnistory_core.data.demo import load_demo
-from omnistory_core.engine.job import MediaHasher, example_inputs
+from omnistory_core.api import Audio, BackboneOutput, ComponentError
 
 TINY = {"dtype": "float32", "device": "cpu"}
 TEXT = "Pip tapped on the glass and told Lena the moon had tumbled into the pond."
@@ -32,8 +31,7 @@ T2I = (
 
 
 def demo_item(index: int = 0) -> dict:
-    example = load_demo(index + 1)[index]
-    return example_inputs(example, MediaHasher(), oracle=False)
+    return demo_items(index + 1)[index]
 
 
 def loaded(model, speech_tokenizer, **params) -> Emova:

@@ -17,14 +17,13 @@ from omnistory_emova.backbone import (
     pass1_prompt,
     pass2_messages,
 )
+from omnistory_testkit import demo_examples
 
-from omnistory_core.components import ComponentError
-from omnistory_core.data.demo import load_demo
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ComponentError, ConfigError
 
 
 def demo_item(index: int = 0) -> dict:
-    example = load_demo(index + 1)[index]
+    example = demo_examples(index + 1)[index]
     return {
         "current_text": example.current.text,
         "metadata": example.metadata,

@@ -44,11 +44,10 @@ def corpus() -> list[str]:
     """Text the tiny BPE is trained on: a few phrases, the plugin's prompt texts and the demo's
     stories, so that the understanding prompt is a few hundred tokens rather than ~1,000 bytes."""
     from omnistory_emu3 import prompting
-
-    from omnistory_core.data.demo import load_demo
+    from omnistory_testkit import demo_examples
 
     texts = [*CORPUS, prompting.INSTRUCTIONS, prompting.SUMMARY]
-    for example in load_demo():
+    for example in demo_examples():
         texts.append(
             prompting.chat_prompt(example.metadata, example.current.text, example.conditions)
         )
@@ -207,8 +206,6 @@ def train_to_answer(
 
 def demo_items(limit: int = 2) -> list[dict]:
     """What the engine hands the backbone for the first demo examples."""
-    from omnistory_core.data.demo import load_demo
-    from omnistory_core.engine.job import MediaHasher, example_inputs
+    from omnistory_testkit import demo_items as engine_items
 
-    hasher = MediaHasher()
-    return [example_inputs(ex, hasher, oracle=False) for ex in load_demo(limit)]
+    return engine_items(limit)

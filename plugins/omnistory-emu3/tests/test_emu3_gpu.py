@@ -8,7 +8,7 @@ from emu3_tiny import TINY_IMAGE_AREA
 from omnistory_emu3.backbone import Emu3
 from PIL import Image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 
 def cuda_available() -> bool:

@@ -11,7 +11,7 @@ from emu3_tiny import ANSWER, TINY_IMAGE_AREA
 from omnistory_emu3.backbone import Emu3
 from PIL import Image
 
-from omnistory_core.components import BackboneOutput, ComponentError
+from omnistory_core.api import BackboneOutput, ComponentError
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from emu3_standin import build_llm, build_vq, write_source_tree
 from omnistory_emu3.backbone import Emu3
 from PIL import Image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 
 @pytest.fixture(scope="module")

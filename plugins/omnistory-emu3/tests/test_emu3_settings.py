@@ -11,7 +11,7 @@ from emu3_cli import run_cli
 from omnistory_emu3.backbone import NATIVE_REQUIREMENTS, Emu3
 from omnistory_emu3.settings import DEFAULTS, OFFICIAL_NEGATIVE_PROMPT
 
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ConfigError
 
 
 def shipped_yaml() -> dict:

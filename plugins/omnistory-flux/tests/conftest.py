@@ -28,7 +28,7 @@ def page(tmp_path):
     """``page(name, size, colour)`` -> a PNG page image wrapped as the engine's Media."""
     from PIL import Image
 
-    from omnistory_core.components import Media
+    from omnistory_core.api import Media
 
     def make(name: str, size: tuple[int, int] = (64, 64), seed: int = 0) -> Media:
         import numpy as np

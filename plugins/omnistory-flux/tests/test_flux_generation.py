@@ -10,12 +10,10 @@ import numpy as np
 import pytest
 from flux_tiny import TINY
 from omnistory_flux.experts import FluxDev, FluxKontext
+from omnistory_testkit import call_key, inputs_for
 from PIL import Image
 
-from omnistory_core.components import ComponentError
-from omnistory_core.contract import Failure
-from omnistory_core.engine.job import project
-from omnistory_core.engine.stage import item_key
+from omnistory_core.api import ComponentError, Failure
 
 PROMPTS = ["a red fox in the snow", "a small boat on a lake", "two cats reading a book"]
 
@@ -86,14 +84,14 @@ def test_dev_ignores_the_page_kontext_is_conditioned_on_it(dev, kontext, page):
     """Two examples that differ only in their current page: the engine hands dev identical
     inputs (same cache key, same image) and Kontext different ones (different images)."""
     pools = [{"image_prompt": PROMPTS[0], "current_image": page(f"p{i}", seed=i)} for i in (1, 2)]
-    dev_inputs = [project(dev, pool) for pool in pools]
+    dev_inputs = [inputs_for(dev, pool) for pool in pools]
     assert dev_inputs[0] == dev_inputs[1] == {"image_prompt": PROMPTS[0]}
-    assert item_key(dev, dev_inputs[0]) == item_key(dev, dev_inputs[1])
+    assert call_key(dev, dev_inputs[0]) == call_key(dev, dev_inputs[1])
     a, b = dev.run_batch(dev_inputs)
     assert np.array_equal(pixels(a), pixels(b))
 
-    kontext_inputs = [project(kontext, pool) for pool in pools]
-    assert item_key(kontext, kontext_inputs[0]) != item_key(kontext, kontext_inputs[1])
+    kontext_inputs = [inputs_for(kontext, pool) for pool in pools]
+    assert call_key(kontext, kontext_inputs[0]) != call_key(kontext, kontext_inputs[1])
     a, b = kontext.run_batch(kontext_inputs)
     assert different(a, b)
     # ...and the same page gives the same image again
@@ -104,7 +102,7 @@ def test_dev_ignores_the_page_kontext_is_conditioned_on_it(dev, kontext, page):
 def test_kontext_really_encodes_the_page(kontext, page):
     """A page that is flat grey vs one that is noise changes Kontext's output, while the prompt
     and the noise seed stay the same."""
-    from omnistory_core.components import Media
+    from omnistory_core.api import Media
 
     noisy = page("noisy", seed=5)
     grey_path = noisy.path.replace("noisy", "grey")
@@ -247,7 +245,7 @@ def test_a_failing_item_does_not_sink_its_batch(dev):
 
 
 def test_kontext_unreadable_or_tiny_page_is_that_items_failure(kontext, page, tmp_path):
-    from omnistory_core.components import Media
+    from omnistory_core.api import Media
 
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not a png")

@@ -8,8 +8,7 @@ import sys
 import pytest
 from omnistory_flux.experts import FluxDev, FluxKontext, kontext_condition_size
 
-from omnistory_core.components import ComponentError
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ComponentError, ConfigError
 from omnistory_core.kit.diffusion import (
     call_with_fallback,
     generator_seed,

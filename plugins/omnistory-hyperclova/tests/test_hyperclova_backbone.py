@@ -14,8 +14,7 @@ from hcx_fake_omniserve import FakeOmniServe, Reply, png_bytes
 from omnistory_hyperclova.backbone import HyperClovaOmni
 from omnistory_testkit import demo_planner_items
 
-from omnistory_core.components import BackboneOutput, Media
-from omnistory_core.contract import Failure
+from omnistory_core.api import BackboneOutput, Failure, Media
 
 FAST = {
     "image_retry_delay_s": 0.01,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import yaml
 from omnistory_hyperclova.backbone import DEFAULTS, RUNTIME, HyperClovaOmni
+from omnistory_testkit import installed_registry, prefetch_checkpoints
 
-from omnistory_core.errors import ConfigError
-from omnistory_core.plugins import load_plugins
+from omnistory_core.api import ConfigError
 
 
 def test_registered_any_to_any() -> None:
-    cls = load_plugins().component("backbone", "hyperclova")
+    cls = installed_registry().component("backbone", "hyperclova")
     assert cls is HyperClovaOmni
     assert cls.produces == frozenset({"text", "image", "speech"})
     assert set(cls.requirements) >= {"openai>=3.57,<4", "httpx2", "soundfile>=0.12", "pillow>=10"}
@@ -115,6 +115,4 @@ def test_plugin_import_stays_light() -> None:
 
 
 def test_prefetch_needs_nothing() -> None:
-    from omnistory_eval.prefetch import component_checkpoints
-
-    assert component_checkpoints("backbone", HyperClovaOmni, {"model": "track_b_model"}) == []
+    assert prefetch_checkpoints("backbone", HyperClovaOmni, {"model": "track_b_model"}) == []

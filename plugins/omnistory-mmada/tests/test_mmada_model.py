@@ -20,16 +20,20 @@ import pytest
 from mmada_pages import PAGE0
 from omnistory_mmada.backbone import MMaDA
 from omnistory_mmada.prompts import SYSTEM_PROMPT, T2I_SUFFIX, user_prompt
+from omnistory_testkit import (
+    demo_examples,
+    example_items,
+    inputs_for,
+    installed_registry,
+    materialize,
+    open_store,
+    run_job,
+)
 from PIL import Image
 
-from omnistory_core.builtin.noop_tts import NoopTTS
-from omnistory_core.components import ComponentError
-from omnistory_core.data import load_demo
-from omnistory_core.engine.job import MediaHasher, example_inputs, project, run_job
-from omnistory_core.engine.outputs import materialize
-from omnistory_core.engine.store import Store
+from omnistory_core.api import ComponentError
 
-EXAMPLES = load_demo(limit=4)
+EXAMPLES = demo_examples(limit=4)
 
 
 def make(source_tree, checkpoints, **params) -> MMaDA:
@@ -40,8 +44,7 @@ def make(source_tree, checkpoints, **params) -> MMaDA:
 
 
 def items(backbone: MMaDA) -> list[dict]:
-    media = MediaHasher()
-    return [project(backbone, example_inputs(ex, media, oracle=False)) for ex in EXAMPLES]
+    return [inputs_for(backbone, pool) for pool in example_items(EXAMPLES)]
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +166,9 @@ def test_a_short_answer_budget_truncates_the_json(source_tree, checkpoints):
 
 
 def test_the_engine_records_each_outcome(source_tree, checkpoints, tmp_path):
-    store = Store(tmp_path / "store")
-    components = {"backbone": make(source_tree, checkpoints), "tts": NoopTTS(seed=0)}
+    store = open_store(tmp_path / "store")
+    noop_tts = installed_registry().component("tts", "noop")
+    components = {"backbone": make(source_tree, checkpoints), "tts": noop_tts(seed=0)}
     result = run_job(examples=EXAMPLES, components=components, store=store)
     job = tmp_path / "job"
     assert materialize(job, result, store) == {"text": 1, "image": 2, "speech": 1}

@@ -29,10 +29,9 @@ from omnistory_mmada.prompts import (
     user_prompt,
 )
 from omnistory_mmada.source import PINNED_COMMIT, check_source_dir, git_revision, tree_digest
+from omnistory_testkit import demo_examples
 
-from omnistory_core.components import ComponentError
-from omnistory_core.data import load_demo
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ComponentError, ConfigError
 
 GOOD_T2I = "Storybook illustration of a fox at a window at night, soft light"
 
@@ -50,7 +49,7 @@ def test_system_prompt_asks_for_the_four_keys_and_shows_one_parseable_example():
 
 
 def test_user_prompt_holds_the_book_the_page_and_the_reduced_conditions():
-    ex = load_demo(limit=1)[0]
+    ex = demo_examples(limit=1)[0]
     prompt = user_prompt(ex.metadata, ex.current.text, ex.conditions)
     lines = prompt.splitlines()
     assert lines[0] == f"Book title: {ex.metadata['topic']}"  # no title in the data: the topic
@@ -319,9 +318,9 @@ def test_shipped_config_defaults_match_the_class(source_tree, monkeypatch):
     for var in ("SOURCE_BACKBONE_MMADA", "MODEL_BACKBONE_MMADA", "MODEL_BACKBONE_MMADA_VQ"):
         monkeypatch.delenv(f"OMNISTORY_{var}", raising=False)
 
-    from omnistory_core.plugins import load_plugins
+    from omnistory_testkit import installed_registry
 
-    registry = load_plugins()
+    registry = installed_registry()
     assert registry.component("backbone", "mmada") is MMaDA
     import omnistory_mmada
 

@@ -18,8 +18,7 @@ import pytest
 from omnistory_nitro.expert import NitroT
 from PIL import Image
 
-from omnistory_core.components import ComponentError
-from omnistory_core.contract import Failure
+from omnistory_core.api import ComponentError, Failure
 
 TINY = {"height": 64, "width": 64, "steps": 2}
 PROMPTS = ["a red fox in the snow", "a small boat on a lake", "two cats reading a book"]

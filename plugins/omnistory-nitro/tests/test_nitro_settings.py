@@ -8,7 +8,7 @@ import sys
 import pytest
 from omnistory_nitro.expert import NitroT, describe_load_error
 
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ConfigError
 
 
 def test_plugin_import_stays_light():

@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omnistory_omnidiffusion.backbone import SAMPLE_RATE, OmniDiffusion
+from omnistory_testkit import demo_items
 from PIL import Image
 
-from omnistory_core.components import ComponentError
-from omnistory_core.data.demo import load_demo
-from omnistory_core.engine.job import MediaHasher, example_inputs
+from omnistory_core.api import ComponentError
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -38,8 +37,7 @@ NO_IMAGE_PROMPT = [
 
 @pytest.fixture(scope="module")
 def items():
-    hasher = MediaHasher()
-    return [example_inputs(example, hasher, False) for example in load_demo(2)]
+    return demo_items(2)
 
 
 def loaded(standin: dict[str, Path], model: Path | None = None, **params) -> OmniDiffusion:
@@ -275,7 +273,7 @@ def test_real_omni_diffusion():
         )
     backbone = OmniDiffusion(source_dir=source, seed=0)
     backbone.load()
-    item = example_inputs(load_demo(1)[0], MediaHasher(), False)
+    item = demo_items(1)[0]
     out = backbone.run_one(item)
     assert out.text and isinstance(out.image, Image.Image) and out.image.size == (256, 256)
     assert out.speech is not None and out.speech.sample_rate == 22050

@@ -13,9 +13,9 @@ from omnistory_omnidiffusion import prompts
 from omnistory_omnidiffusion.backbone import OmniDiffusion
 from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import DEFAULTS, check_settings
+from omnistory_testkit import demo_examples
 
-from omnistory_core.data.demo import load_demo
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ConfigError
 
 CONF = (
     Path(__file__).parents[1]
@@ -28,7 +28,7 @@ CONF = (
 
 
 def demo_story(index: int = 0) -> Story:
-    example = load_demo(index + 1)[index]
+    example = demo_examples(index + 1)[index]
     return Story(example.current.text, example.metadata, example.conditions)
 
 

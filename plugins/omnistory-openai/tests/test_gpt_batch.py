@@ -16,16 +16,15 @@ from omnistory_testkit import (
     BatchFate,
     FakeServer,
     Reply,
+    call_key,
     demo_planner_items,
     files_containing,
+    recomputed,
     run_cli,
 )
 
-from omnistory_core.components import PlannerResponse
-from omnistory_core.contract import Failure
-from omnistory_core.engine.failures import should_recompute
+from omnistory_core.api import Failure, PlannerResponse, parse_plan
 from omnistory_core.kit.batches import BATCH_DISCOUNT, BatchLedger, custom_id, public_url
-from omnistory_core.plan_schema import parse_plan
 
 KEY_VAR = "OMNI_GPT_BATCH_CANARY"  # not secret-looking: no scrubber can hide a leak
 KEY = "sk-canary-batch-7f3a9c1e"
@@ -103,11 +102,9 @@ def test_submit_poll_results_records(server, items, tmp_path):
 
 
 def test_batch_mode_does_not_change_the_cache_key(server, items, tmp_path):
-    from omnistory_core.engine.stage import item_key
-
     plain = GPTPlanner(base_url=server.openai_base_url, api_key_env=KEY_VAR)
     batched = planner(server, tmp_path, batch_wait_s=5.0, batch_max_requests=10)
-    assert item_key(plain, items[0]) == item_key(batched, items[0])
+    assert call_key(plain, items[0]) == call_key(batched, items[0])
 
 
 def test_wait_exceeded_gives_batch_pending_then_a_rerun_collects_without_resubmitting(
@@ -118,7 +115,7 @@ def test_wait_exceeded_gives_batch_pending_then_a_rerun_collects_without_resubmi
     assert all(isinstance(r, Failure) and r.category == "batch_pending" for r in first)
     [batch_id] = server.batches
     assert batch_id in first[0].message and "next run" in first[0].message
-    assert should_recompute(first[0].to_dict(), "errors")  # the default retry mode
+    assert recomputed(first[0].to_dict(), "errors")  # the default retry mode
     entries = ledger(server, tmp_path).entries()
     assert sorted(e["batch_id"] for e in entries) == [batch_id] * 3
     assert all(e["endpoint"] == public_url(server.openai_base_url) for e in entries)

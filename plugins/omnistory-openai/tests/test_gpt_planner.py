@@ -6,12 +6,15 @@ import base64
 
 import pytest
 from omnistory_openai.planner import GPTPlanner
-from omnistory_testkit import FakeServer, Reply, demo_planner_items
+from omnistory_testkit import FakeServer, Reply, call_key, demo_planner_items
 
-from omnistory_core.components import ComponentError, PlannerResponse
-from omnistory_core.contract import Failure
-from omnistory_core.engine.stage import item_key
-from omnistory_core.plan_schema import parse_plan, plan_response_format
+from omnistory_core.api import (
+    ComponentError,
+    Failure,
+    PlannerResponse,
+    parse_plan,
+    plan_response_format,
+)
 
 KEY_VAR = "OMNI_GPT_TEST_CANARY"  # deliberately not secret-looking: no scrubber hides it
 KEY = "sk-canary-gpt-5d1e0b7a"
@@ -168,7 +171,7 @@ def test_missing_key_names_the_variable(server, items, monkeypatch):
 
 
 def test_prompt_variant_is_in_the_cache_key(items):
-    keys = {item_key(GPTPlanner(prompt=p, seed=0), items[0]) for p in ("default", "paper_like")}
+    keys = {call_key(GPTPlanner(prompt=p, seed=0), items[0]) for p in ("default", "paper_like")}
     assert len(keys) == 2
     assert GPTPlanner(seed=0).output_params()["prompt"] == "default"
     assert "api_key_env" not in GPTPlanner(seed=0).output_params()
@@ -178,8 +181,7 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name():
     from importlib import resources
 
     import yaml
-
-    from omnistory_core.params import config_node
+    from omnistory_testkit import config_node
 
     conf = yaml.safe_load(
         resources.files("omnistory_openai.conf").joinpath("planner", "gpt.yaml").read_text()

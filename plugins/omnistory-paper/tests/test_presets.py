@@ -12,10 +12,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 from omnistory_paper.plugin import ORCHESTRATION, PAPER32, SEMI
-
-from omnistory_core.engine.job import build_component
-from omnistory_core.engine.system import job_config, resolve_system
-from omnistory_core.plugins import load_plugins
+from omnistory_testkit import build_component, installed_registry, job_config, resolve_system
 
 #: the official runner's settings of every shared expert that our expert has a parameter for
 #: (src/t2i_generator.py and src/t2s_generator.py of the official code; README "Paper parity").
@@ -90,7 +87,7 @@ SEMI_BACKBONES: dict[str, tuple[str, str]] = {
 
 #: the presets that name shared experts (any-to-any presets have none)
 PRESETS = ORCHESTRATION + SEMI
-REGISTRY = load_plugins()
+REGISTRY = installed_registry()
 
 
 def _compose(overrides: list[str]):

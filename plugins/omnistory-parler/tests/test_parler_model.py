@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnistory_core.components import Audio, ComponentError
-from omnistory_core.contract import Failure
+from omnistory_core.api import Audio, ComponentError, Failure
 
 pytest.importorskip(
     "parler_tts",

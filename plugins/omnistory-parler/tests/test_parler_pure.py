@@ -33,8 +33,7 @@ from omnistory_parler.description import (
 )
 from omnistory_parler.expert import ParlerTTS, clean_text
 
-from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import EMOTIONS, GENDERS, PITCHES, SPEEDS, ConfigError, Failure
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]
@@ -388,8 +387,8 @@ def test_clean_text():
 def test_import_and_registration_stay_light():
     script = (
         "import sys, json; import omnistory_parler.plugin, omnistory_parler.expert;"
-        "from omnistory_core.plugins import load_plugins;"
-        "reg = load_plugins(); cls = reg.component('tts', 'parler');"
+        "from omnistory_testkit import installed_registry;"
+        "reg = installed_registry(); cls = reg.component('tts', 'parler');"
         "heavy = [m for m in ('torch', 'transformers', 'parler_tts') if m in sys.modules];"
         "conf = 'pkg://omnistory_parler.conf' in reg.config_paths;"
         "print(json.dumps([cls.__name__, heavy, conf]))"

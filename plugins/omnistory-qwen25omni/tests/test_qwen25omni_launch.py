@@ -20,7 +20,7 @@ from omnistory_qwen25omni.backbone import Qwen25OmniBackbone
 from omnistory_testkit import run_cli
 from qwen25omni_fake_server import NARRATION
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 TESTS = Path(__file__).parent
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 from omnistory_qwen25omni.backbone import DEFAULTS, RUNTIME_PARAMS, Qwen25OmniBackbone
+from omnistory_testkit import check_produces, paradigm_of
 
-from omnistory_core.components import check_produces
-from omnistory_core.engine.system import paradigm_of
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import ConfigError
 
 YAML = (
     Path(__file__).parents[1]

@@ -18,7 +18,7 @@ from omnistory_qwen25omni.prompts import (
     speak_messages,
 )
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 METADATA = {"genre": "Fantasy", "characters": [{"name": "Pip", "species": "fox"}]}
 CONDITIONS = {"scene": "a dark meadow", "characters": [{"name": "Lena", "emotion": "scared"}]}

@@ -21,8 +21,7 @@ from omnistory_qwen25omni.backbone import Qwen25OmniBackbone
 from omnistory_qwen25omni.prompts import pass1_messages, pass2_messages
 from qwen25omni_tiny import IMAGE_PROMPT, NARRATION, QUOTE
 
-from omnistory_core.components import Audio, BackboneOutput, ComponentError
-from omnistory_core.contract import Failure
+from omnistory_core.api import Audio, BackboneOutput, ComponentError, Failure
 
 TINY = {"talker_max_new_tokens": 12, "device": "cpu"}
 

@@ -25,7 +25,7 @@ from qwen25omni_fake_server import (
     tone,
 )
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 MODEL = "Qwen/Qwen2.5-Omni-7B"
 

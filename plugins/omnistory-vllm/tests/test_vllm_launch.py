@@ -18,8 +18,7 @@ import pytest
 from omnistory_testkit import demo_planner_items, run_cli
 from omnistory_vllm.planner import Qwen35Planner
 
-from omnistory_core.components import ComponentError, PlannerResponse
-from omnistory_core.plan_schema import parse_plan
+from omnistory_core.api import ComponentError, PlannerResponse, parse_plan
 
 
 def _alive(pid: int) -> bool:

@@ -8,9 +8,7 @@ import pytest
 from omnistory_testkit import FakeServer, Reply, demo_planner_items
 from omnistory_vllm.planner import GLMPlanner, InternVLPlanner, Qwen35Planner
 
-from omnistory_core.components import PlannerResponse
-from omnistory_core.contract import Failure
-from omnistory_core.plan_schema import parse_plan, plan_response_format
+from omnistory_core.api import Failure, PlannerResponse, parse_plan, plan_response_format
 
 EXPECTED = {
     GLMPlanner: ("zai-org/GLM-4.6V", {"enable_thinking": False}),
@@ -132,8 +130,7 @@ def test_parameters_are_declared_and_the_yaml_holds_only_the_name(cls):
     from importlib import resources
 
     import yaml
-
-    from omnistory_core.params import config_node
+    from omnistory_testkit import config_node
 
     conf = yaml.safe_load(
         resources.files("omnistory_vllm.conf").joinpath("planner", f"{cls.name}.yaml").read_text()

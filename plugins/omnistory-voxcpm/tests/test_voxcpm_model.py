@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnistory_core.components import Audio, ComponentError
-from omnistory_core.contract import Failure
+from omnistory_core.api import Audio, ComponentError, Failure
 
 pytest.importorskip(
     "voxcpm",

@@ -30,8 +30,7 @@ from omnistory_voxcpm.description import (
 )
 from omnistory_voxcpm.expert import VoxCPMTTS, clean_text
 
-from omnistory_core.contract import EMOTIONS, GENDERS, PITCHES, SPEEDS, Failure
-from omnistory_core.errors import ConfigError
+from omnistory_core.api import EMOTIONS, GENDERS, PITCHES, SPEEDS, ConfigError, Failure
 
 DIST = Path(__file__).resolve().parents[1]
 NAMES = [f"Character {i}" for i in range(2000)]
@@ -261,8 +260,8 @@ def test_clean_text():
 def test_import_and_registration_stay_light():
     script = (
         "import sys, json; import omnistory_voxcpm.plugin, omnistory_voxcpm.expert;"
-        "from omnistory_core.plugins import load_plugins;"
-        "reg = load_plugins(); cls = reg.component('tts', 'voxcpm');"
+        "from omnistory_testkit import installed_registry;"
+        "reg = installed_registry(); cls = reg.component('tts', 'voxcpm');"
         "heavy = [m for m in ('torch', 'transformers', 'voxcpm') if m in sys.modules];"
         "conf = 'pkg://omnistory_voxcpm.conf' in reg.config_paths;"
         "print(json.dumps([cls.__name__, heavy, conf]))"
