@@ -4,9 +4,11 @@ Sampling follows Appendix F.5: one fixed, common window of ``window`` consecutiv
 transitions (by dataset index, among the transitions every system has a record for), the same
 window for every system and every track (text, image, speech, integrated), so the plan has
 ``systems x window`` items per track.  The window's start is drawn with ``seed`` (or given with
-``start``); the queue order of the tasks is shuffled with the same seed.  Each task asks for
-``redundancy`` ratings (Label Studio's *maximum annotations per task*; the paper's target is 2) and
-annotators may skip.  Everything is deterministic given the run directory and the options.
+``start``); the queue order of the tasks is shuffled with the same seed.  A run with fewer common
+transitions than the paper's window of 10 (a pilot, the demo) is rated on all of them, with one
+warning; a window asked for explicitly (``--window 4``) that does not fit is refused.  Each task
+asks for ``redundancy`` ratings (Label Studio's *maximum annotations per task*; the paper's target
+is 2) and annotators may skip.  Everything is deterministic given the run directory and the options.
 
 Written to ``OUT``::
 
@@ -31,7 +33,7 @@ import json
 import random
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from html import escape
 from pathlib import Path
@@ -158,6 +160,19 @@ def _common_examples(runs: dict[str, SystemRun]) -> list[str]:
     return sorted(common or (), key=lambda e: (index.get(e, 1 << 62), e))
 
 
+def window_size(window: int, common: int, run_dir: str = "") -> tuple[int, str | None]:
+    """The window to sample among ``common`` transitions, and a warning when the paper's window
+    (the default) does not fit and all common transitions are taken instead."""
+    # window == DEFAULT_WINDOW, typed or not: the command line hands its default on as a number
+    if window == DEFAULT_WINDOW and 0 < common < window:
+        where = f"{run_dir}: " if run_dir else ""
+        return common, (
+            f"omnistory: warning: {where}only {common} transition(s) are common to every system;"
+            f" the study uses all {common} instead of a window of {window}"
+        )
+    return window, None
+
+
 def sample_plan(
     runs: dict[str, SystemRun],
     *,
@@ -168,8 +183,10 @@ def sample_plan(
     redundancy: int = DEFAULT_REDUNDANCY,
     include_oracles: bool = False,
     run_dir: str = "",
+    warn: Callable[[str], None] | None = None,
 ) -> HumanPlan:
-    """The study plan: a common window of transitions x every system x the four tracks."""
+    """The study plan: a common window of transitions x every system x the four tracks.
+    ``warn`` receives the one-line warning of a default window shrunk to a smaller run."""
     systems = sorted(s for s, r in runs.items() if include_oracles or not r.oracle)
     if not systems:
         raise HumanExportError(f"{run_dir}: no system to evaluate (oracle systems are left out)")
@@ -186,6 +203,11 @@ def sample_plan(
     else:
         if window < 1:
             raise HumanExportError("--window must be at least 1")
+        if not common:
+            raise HumanExportError(f"{run_dir}: no transition is common to every system")
+        window, warning = window_size(window, len(common), run_dir)
+        if warning and warn is not None:
+            warn(warning)
         if len(common) < window:
             raise HumanExportError(
                 f"{run_dir}: a window of {window} transitions needs {window} transitions common "
@@ -352,6 +374,7 @@ def export_run(
         redundancy=redundancy,
         include_oracles=include_oracles,
         run_dir=str(run_dir),
+        warn=lambda line: print(line, file=sys.stderr),
     )
     dataset = None
     try:
