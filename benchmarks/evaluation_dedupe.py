@@ -25,9 +25,9 @@ JUDGE = "text-qwen3-30b-a3b"
 
 def main() -> int:
     from omnistory_eval.judges import CRITERIA
-    from omnistory_testkit import metric_checkpoints as testing
     from omnistory_eval.runner import discover_systems, evaluate_systems
     from omnistory_testkit import LocalChatServer, Reply
+    from omnistory_testkit import metric_checkpoints as testing
 
     from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.job import build_component

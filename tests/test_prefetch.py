@@ -59,9 +59,9 @@ def test_offline_download_fails_with_a_clear_message(tmp_path: Path) -> None:
 
 def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Path) -> None:
     """hub.load_checkpoints names what ``load()`` reads; prefetch adds a judge's repair model."""
+    from omnistory_eval import prefetch
     from omnistory_eval.judges import REPAIR_SPEC
 
-    from omnistory_eval import prefetch
     from omnistory_core.kit import hub
 
     class Spec:
@@ -95,9 +95,9 @@ def test_checkpoints_are_what_load_reads_plus_a_judges_repair_model(tmp_path: Pa
 
 
 def test_a_judges_checkpoint_override_is_fetched_and_a_served_judge_needs_nothing() -> None:
+    from omnistory_eval import prefetch
     from omnistory_eval.judges.judge import Qwen3TextJudge
 
-    from omnistory_eval import prefetch
     from omnistory_core.kit import hub
 
     default = Qwen3TextJudge.spec.checkpoint

@@ -15,7 +15,8 @@ from omnistory_eval.metrics.speech_meta import SpeechMetaMetric
 
 from omnistory_core.params import ParamError, config_node
 
-CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "metric"
+EVAL_CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf"
+CONF = EVAL_CONF / "metric"
 EXPECTED = {
     CLIPMetric: {"model": "openai/clip-vit-base-patch32", "seed": 0},
     BERTScoreMetric: {

@@ -11,10 +11,11 @@ import pytest
 import yaml
 from omnistory_eval.metrics import METRICS
 
-from omnistory_core.components import EVALUATION_INPUTS, Metric
 from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
+from omnistory_core.components import EVALUATION_INPUTS, Metric
 
-CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "metric"
+EVAL_CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf"
+CONF = EVAL_CONF / "metric"
 EXPECTED = {
     "bertscore": ("text", ("f1",)),
     "clip": ("image", ("cosine",)),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pluggy
 import pytest
 import yaml
+from omnistory_eval import plugin
 from omnistory_eval.evaluators import build_evaluators, evaluator_config
 from omnistory_eval.judges import (
     CRITERIA,
@@ -19,12 +20,12 @@ from omnistory_eval.judges import (
 )
 from omnistory_eval.judges.backends.base import Decoding
 from omnistory_eval.judges.backends.vllm_offline import engine_arguments
-from omnistory_eval import plugin
 
 from omnistory_core import hookspecs
 from omnistory_core.components import EVALUATION_INPUTS, Judge
 
-CONF = Path(__file__).resolve().parents[3] / "plugins/omnistory-eval/src/omnistory_eval/conf" / "judge"
+EVAL_CONF = Path(__file__).resolve().parents[3] / "plugins/omnistory-eval/src/omnistory_eval/conf"
+CONF = EVAL_CONF / "judge"
 
 TABLE_6 = {  # checkpoint: (track, backend, context limit, max output tokens), typed from the paper
     "Qwen/Qwen3-30B-A3B-Instruct-2507": ("text", "vllm", 8192, 1024),

@@ -257,7 +257,10 @@ def _same_cell(a: tuple[str, float | None] | None, b: tuple[str, float | None] |
 
 def _check_identity(cls: type, report: ConformanceReport) -> None:
     from omnistory_core.components import Evaluator
-    from omnistory_core.scores import TRACKS
+    from omnistory_core.plugins import load_plugins
+
+    # a track of any installed task (Omni-StoryBench's text/image/speech/omni, ViStoryBench's ...)
+    tracks = sorted({t for task in load_plugins().tasks.values() for t in task.track_names})
 
     kind = getattr(cls, "kind", None)
     if not (isinstance(cls, type) and issubclass(cls, Evaluator)) or kind not in (
@@ -271,12 +274,12 @@ def _check_identity(cls: type, report: ConformanceReport) -> None:
         )
     _check_name_and_version(cls, kind)
     track = getattr(cls, "track", None)
-    if track not in TRACKS:
+    if track not in tracks:
         raise _fail(
             cls,
             "identity",
-            f"track {track!r} must be one of {', '.join(TRACKS)} (where the report puts the"
-            " scores)",
+            f"track {track!r} must be one of the installed tasks' tracks, {', '.join(tracks)}"
+            " (where the report puts the scores)",
         )
     criteria = getattr(cls, "criteria", None)
     if (
