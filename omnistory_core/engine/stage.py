@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, cast
 
 from omnistory_core.components import (
     Audio,
@@ -34,17 +34,21 @@ log = logging.getLogger("omnistory")
 
 __all__ = [
     "CacheMiss",
+    "CallUnits",
     "ComponentStats",
     "Encoded",
     "LazyComponent",
     "StageDevices",
     "StageItem",
     "StageRun",
+    "call_units",
     "encode_result",
     "exception_failure",
     "is_failure",
     "item_key",
     "run_stage",
+    "split_record",
+    "unit_of",
 ]
 
 
@@ -89,11 +93,105 @@ class LazyComponent:
 
 @dataclass
 class StageItem:
-    """One unit of work: the inputs a component declared, or the upstream failure that blocks it."""
+    """One unit of work: the inputs a component declared, or the upstream failure that blocks it.
+
+    ``key``: its call key when the caller knows it already (else computed from the inputs);
+    ``group``: which group of items it belongs to (a story), for a component whose ``unit`` is
+    ``group`` (see :func:`call_units`)."""
 
     index: int
     inputs: dict[str, Any] | None = None
     blocked_by: Failure | None = None
+    key: str | None = None
+    group: str | None = None
+
+
+def unit_of(component: Component) -> str:
+    """``item`` (one call per item) or ``group`` (one call per group of items)."""
+    return str(getattr(component, "unit", "item"))
+
+
+@dataclass
+class CallUnits:
+    """A stage's items as its component is called on them: one call per item, or for a
+    group-unit component one call per group (indexed by its first member) covering its unblocked
+    members in order; a blocked item stays on its own, as its failure."""
+
+    items: list[StageItem]
+    #: a group call's index -> the indices of the items it covers, in order
+    members: dict[int, list[int]] = field(default_factory=dict)
+
+    def split(
+        self, results: dict[int, CallRecord | Failure | None]
+    ) -> dict[int, CallRecord | Failure | None]:
+        """Per-call results -> per-item results (a group call's record split per member)."""
+        out: dict[int, CallRecord | Failure | None] = {}
+        for index, result in results.items():
+            members = self.members.get(index)
+            if members is None:
+                out[index] = result
+                continue
+            for position, member in enumerate(members):
+                out[member] = split_record(result, position)
+        return out
+
+
+def call_units(component: Component, items: list[StageItem]) -> CallUnits:
+    """The calls of ``component`` on ``items`` (see :class:`CallUnits`).  A group call's inputs
+    are ``{"items": [each member's inputs, in order]}``."""
+    if unit_of(component) != "group":
+        return CallUnits(items)
+    groups: dict[str, list[StageItem]] = {}
+    for item in items:
+        if item.blocked_by is None:
+            groups.setdefault(_group_id(item), []).append(item)
+    units: list[StageItem] = []
+    members: dict[int, list[int]] = {}
+    for item in items:
+        if item.blocked_by is not None:
+            units.append(item)
+            continue
+        group = groups[_group_id(item)]
+        if group[0] is not item:
+            continue
+        inputs = {"items": [m.inputs or {} for m in group]}
+        key = item_key(component, inputs)
+        units.append(StageItem(item.index, inputs, None, key=key, group=item.group))
+        members[item.index] = [m.index for m in group]
+    return CallUnits(units, members)
+
+
+def _group_id(item: StageItem) -> str:
+    # an item without a group is a group of its own
+    return item.group if item.group is not None else f"\0{item.index}"
+
+
+def split_record(record: CallRecord | Failure | None, position: int) -> CallRecord | Failure | None:
+    """One member's record of a group call: its own output or failure, under the call's key.  A
+    failed call (or one still to make, None) is every member's."""
+    if not isinstance(record, CallRecord) or record.status != "ok":
+        return record
+    entries = record.output.get("items")
+    if not isinstance(entries, list) or position >= len(entries):
+        return CallRecord(
+            key=record.key,
+            component=record.component,
+            status="failure",
+            failure={
+                "category": "model_error",
+                "message": f"{record.component}: the stored group call has no item {position}",
+            },
+        )
+    entry = entries[position]
+    return CallRecord(
+        key=record.key,
+        component=record.component,
+        status=str(entry.get("status", "failure")),
+        output=dict(entry.get("output") or {}),
+        failure=entry.get("failure"),
+        usage=record.usage,
+        seconds=record.seconds,
+    )
 
 
 @dataclass
@@ -123,6 +221,52 @@ def encode_result(
         return "failure", {}, result.to_dict(), {}
     if isinstance(result, BaseException):
         return "failure", {}, exception_failure(result, owner).to_dict(), {}
+    if owner is not None and getattr(owner, "unit", "item") == "group":
+        return _encode_group(kind, result, store, produces, owner)
+    return _encode_one(kind, result, store, produces)
+
+
+def _encode_group(
+    kind: str, result: Any, store: Store, produces: frozenset[str] | None, owner: type
+) -> tuple[str, dict, dict | None, dict]:
+    """A group call's list of outputs: one entry per item, each encoded as an item's result
+    would be (one bad output fails its item only); usage summed over the items."""
+    if not isinstance(result, list | tuple):
+        raise TypeError(
+            f"{kind} of unit 'group' returned {type(result).__name__}, expected a list with one"
+            " output per item"
+        )
+    entries: list[dict[str, Any]] = []
+    usage: dict[str, Any] = {}
+    for out in result:
+        try:
+            if isinstance(out, Failure | BaseException):
+                status, output, failure, item_usage = encode_result(kind, out, store, None, owner)
+            else:
+                status, output, failure, item_usage = _encode_one(kind, out, store, produces)
+        except Exception as exc:  # malformed output or empty waveform: this item only
+            status, output, failure, item_usage = (
+                "failure",
+                {},
+                exception_failure(exc, owner).to_dict(),
+                {},
+            )
+        entry: dict[str, Any] = {"status": status, "output": output}
+        if failure is not None:
+            entry["failure"] = failure
+        entries.append(entry)
+        for name, value in item_usage.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                usage[name] = usage.get(name, 0) + value
+            else:
+                usage.setdefault(name, value)
+    return "ok", {"items": entries}, None, usage
+
+
+def _encode_one(
+    kind: str, result: Any, store: Store, produces: frozenset[str] | None
+) -> tuple[str, dict, dict | None, dict]:
+    """One output of the component's kind (not a failure) -> (status, output, failure, usage)."""
     if kind == "planner":
         if isinstance(result, str):
             result = PlannerResponse(text=result)
@@ -217,10 +361,14 @@ def _wav_bytes(audio: Audio) -> bytes:
 
 
 def stored_failures(record: CallRecord) -> list[dict[str, Any]]:
-    """The failures a record holds: the call's, a backbone's per-modality ones, or an evaluator
-    result kept for audit whose inference failed."""
+    """The failures a record holds: the call's, a backbone's per-modality ones, an evaluator
+    result kept for audit whose inference failed, or those of a group call's items."""
     if record.status != "ok":
         return [record.failure or {"category": "model_error"}]
+    entries = record.output.get("items")
+    if isinstance(entries, list):
+        members = (split_record(record, n) for n in range(len(entries)))
+        return [f for m in members if isinstance(m, CallRecord) for f in stored_failures(m)]
     if record.output.get("failures"):  # a backbone call that left a modality out
         return [dict(f) for f in record.output["failures"].values()]
     detail = record.output.get("detail") or {}
@@ -252,6 +400,8 @@ class CacheMiss(Exception):
 
 
 def item_key(component: Component, inputs: dict[str, Any]) -> str:
+    """The cache key of one call (a group call's: of ``{"items": [...]}``, every item's inputs,
+    files by content)."""
     return call_key(component.key(), component.version, component.output_params(), inputs)
 
 
@@ -285,6 +435,8 @@ def run_stage(
 
     Returns, per item index, the :class:`CallRecord` (ok or failure) or the upstream
     :class:`Failure` that blocked the call.  Identical keys within the stage are computed once.
+    A group-unit component is called once per group of items (:func:`call_units`) and its
+    records are split back per item.
 
     ``retry_failures``: ``errors`` / ``all`` / ``none`` (``True``/``False`` = all/none), which
     stored failures are recomputed; ``derived_failure``: see :func:`needs_recompute`.
@@ -302,8 +454,12 @@ def run_stage(
     bind = getattr(component, "bind_store", None)
     if callable(bind):
         bind(Path(store.root))
-    stage = StageRun(lazy, store, mode, derived_failure, advance or (lambda n: None), load_failure)
-    for item in items:
+    units = call_units(component, items)
+    sizes = {index: len(members) for index, members in units.members.items()}
+    stage = StageRun(
+        lazy, store, mode, derived_failure, advance or (lambda n: None), load_failure, sizes
+    )
+    for item in units.items:
         stage.add(item)
     pending: list[str] = []
     for key in stage.keyed:
@@ -320,7 +476,9 @@ def run_stage(
             devices.run(stage)
         else:
             stage.run_here()
-    return stage.results
+    if not units.members:
+        return stage.results
+    return cast(dict[int, CallRecord | Failure], units.split(dict(stage.results)))
 
 
 class StageRun:
@@ -335,6 +493,7 @@ class StageRun:
         derived_failure: Callable[[CallRecord], bool] | None,
         advance: Callable[[int], None],
         load_failure: str,
+        sizes: dict[int, int] | None = None,
     ):
         self.lazy = lazy
         self.component = lazy.component
@@ -345,6 +504,8 @@ class StageRun:
         self.advance = advance
         self.load_failure = load_failure
         self.results: dict[int, CallRecord | Failure] = {}
+        #: how many items a call at this index stands for (a group call: its members), else 1
+        self.sizes: dict[int, int] = sizes or {}
         self.keyed: dict[str, list[int]] = {}
         self.inputs_by_key: dict[str, dict[str, Any]] = {}
         #: keys with no usable record, in item order; ``pending[cursor:]`` are still to claim
@@ -366,7 +527,7 @@ class StageRun:
             self.results[item.index] = item.blocked_by
             self.advance(1)
             return
-        key = item_key(self.component, item.inputs or {})
+        key = item.key or item_key(self.component, item.inputs or {})
         self.keyed.setdefault(key, []).append(item.index)
         self.inputs_by_key.setdefault(key, item.inputs or {})
 
@@ -384,7 +545,7 @@ class StageRun:
                     self.stats.cache_hits += 1
                 if record.status != "ok":
                     self.stats.failures += 1
-            self.advance(len(self.keyed[key]))
+            self.advance(sum(self.sizes.get(index, 1) for index in self.keyed[key]))
 
     def count_load(self) -> None:
         with self._result_lock:
@@ -476,6 +637,24 @@ class StageRun:
             self.finish(key, record, computed=False)
             lock.release()
 
+    def checked_group(self, key: str, out: Any) -> Any:
+        """A group call's result, or a ``model_error`` naming the component and the lengths when
+        it does not hold one output per item of the group (every member then fails)."""
+        if unit_of(self.component) != "group":
+            return out
+        expected = len(self.inputs_by_key[key].get("items") or [])
+        if isinstance(out, Encoded):
+            entries = out.output.get("items") if out.status == "ok" else None
+            got = len(entries) if isinstance(entries, list) else None
+        else:
+            got = len(out) if isinstance(out, list | tuple) else None
+        if got is None or got == expected:
+            return out
+        return Failure(
+            "model_error",
+            f"{self.component.key()} returned {got} outputs for a group of {expected} items",
+        )
+
     def compute(self, loaded: Callable[[], Any], chunk: list[tuple[str, Any]]) -> None:
         """Run one claimed chunk on the instance ``loaded()`` returns (loading it on first use),
         store each result and release its lock.  One bad item never sinks its batch-mates."""
@@ -510,6 +689,7 @@ class StageRun:
                         out = exc
                     pairs.append((entry, out))
         for (key, lock), out in pairs:
+            out = self.checked_group(key, out)
             try:
                 try:
                     status, output, failure, usage = encode_result(
