@@ -2,7 +2,8 @@
 
 A dry run builds every component (its constructor validates its parameters; nothing is loaded),
 reads the dataset and the store, and computes the cache key of every call the run would make,
-exactly as :func:`omnistory_core.engine.job.run_job` computes them, without making any:
+without making any: it walks the same stages as :func:`omnistory_core.engine.job.run_job`
+(:class:`omnistory_core.engine.walk.JobWalk`), answering each from the store instead:
 
 * first-stage calls (planner or backbone) have real keys: their inputs are the dataset's;
 * an expert's call reads plan fields.  When the upstream record is in the store and usable, the
@@ -10,6 +11,8 @@ exactly as :func:`omnistory_core.engine.job.run_job` computes them, without maki
   is a *symbolic* value naming the upstream call key and the field, so two systems sharing that
   upstream call and that expert get one key, as the real run dedupes them.  The dry run assumes
   every upstream call still to make succeeds: a failed plan means fewer downstream calls.
+* a group-unit component (``Component.unit = "group"``) makes one call per group of examples (a
+  book), planned and counted once.
 
 Each job of a ``-m`` sweep writes its keys to ``<job dir>/dry_run.json`` (jobs may run in other
 processes or on other nodes: files, not memory); the sweep callback merges them, deduplicated
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,25 +45,19 @@ from omnistory_core.components import Component
 from omnistory_core.contract import Failure, StoryExample
 from omnistory_core.engine.devices import NO_GPU, gpus_needed
 from omnistory_core.engine.failures import preflight, retry_mode
-from omnistory_core.engine.job import (
-    PLAN_PATHS,
-    STAGE_MODALITY,
-    MediaHasher,
-    PlanOutcome,
-    _backbone_outcome,
-    _blocked,
-    _plan_outcome,
-    _planner_text,
-    example_inputs,
-    expert_stages,
-    plan_fields_needed,
-    project,
-    source_group,
-    symbolic_key,
-)
-from omnistory_core.engine.outputs import _plan_record
-from omnistory_core.engine.stage import ComponentStats, item_key, needs_recompute
+from omnistory_core.engine.hashing import MediaHasher
+from omnistory_core.engine.job import job_walk
+from omnistory_core.engine.stage import needs_recompute
 from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.engine.walk import (
+    STAGE_MODALITY,
+    Answers,
+    JobWalk,
+    Stage,
+    Walked,
+    drive,
+    plan_record,
+)
 
 log = logging.getLogger("omnistory")
 
@@ -73,6 +70,7 @@ __all__ = [
     "ReadOnlyStore",
     "merge_plans",
     "plan_job",
+    "planned_calls",
     "render_plan",
 ]
 
@@ -183,167 +181,172 @@ class PlanSettings:
 
 
 # -- one job ----------------------------------------------------------------------------
-def _symbolic(upstream_key: str) -> dict[str, Any]:
-    """Plan fields of an upstream call still to make: values that name the call and the field,
-    so an expert's key is the same in every system that shares the call."""
-    return {name: {"__upstream_call__": upstream_key, "field": name} for name in PLAN_PATHS}
-
-
 def plan_job(
     *,
-    examples: list[StoryExample],
-    components: dict[str, Component],
+    examples: list[StoryExample] | None = None,
+    components: dict[str, Component] | None = None,
     store: Store,
     retry_failures: bool | str = "errors",
     settings: PlanSettings | None = None,
     symbolic_experts: bool = False,
     media: MediaHasher | None = None,
     estimate: bool = True,
+    walk: JobWalk | None = None,
 ) -> dict[str, Any]:
     """The keys one job would look up, per component in stage order: ``pending`` (no usable
     record: a call to make) and ``cached``; per pending planner call, its token and cost
     estimate; and ``candidates``, per example the outputs the evaluation will read from the job
     directory (``text``, ``image``, ``speech``, ``plan``): ``{"value": ...}`` (a narration or
     plan known from the store), ``{"blob": sha256, "ext": ...}`` (a stored image or speech),
-    ``{"pending": call key}`` (made by a call still to make, assumed to succeed) or None (a
-    missing output).
+    ``{"pending": name}`` (made by a call still to make, assumed to succeed: the call's key, or
+    ``<key>#<position>`` for a member of a group call) or None (a missing output).
 
-    ``symbolic_experts``: name every pending expert call by its upstream call and plan field
-    (:func:`~omnistory_core.engine.job.symbolic_key`), even where the plan is stored, so that jobs
-    planning at different times name a shared call alike (the sweep's progress view).  ``media``:
-    a :class:`MediaHasher` to share between jobs (each dataset file is hashed once).
-    ``estimate=False``: only the keys (no prompt is built, no token counted, no price looked up)."""
+    The job is ``examples`` through ``components``, or ``walk``, its
+    :func:`~omnistory_core.engine.job.job_walk` (shared with the run that follows: what this walk
+    derives is not derived again).  ``symbolic_experts``: name every pending expert call by its
+    upstream call and plan field (:meth:`~omnistory_core.engine.walk.Stage.names`), even where
+    the plan is stored, so that jobs planning at different times name a shared call alike (the
+    sweep's progress view).  ``media``: a :class:`MediaHasher` to share between jobs (each
+    dataset file is hashed once).  ``estimate=False``: only the keys (no prompt is built, no token
+    counted, no price looked up)."""
+    if walk is None:
+        assert examples is not None and components is not None, "examples and components, or walk"
+        walk = job_walk(examples, components, media)
     mode = retry_mode(retry_failures)
     settings = settings or PlanSettings()
-    media = media or MediaHasher()
-    oracle = any(c.oracle for c in components.values())
-    pools = {ex.index: example_inputs(ex, media, oracle=oracle) for ex in examples}
-    group = source_group(components)
-    source = components[group]
-    experts = expert_stages(components)
-    needed = plan_fields_needed(experts)
-
-    def derived_failure(record: CallRecord) -> bool:  # as run_job's
-        if group == "planner":
-            return isinstance(_planner_text(_plan_outcome(record, ComponentStats())), Failure)
-        outcome, ex_text, ex_native = _backbone_outcome(record, source, needed)
-        return (
-            isinstance(ex_text, Failure)
-            or any(isinstance(v, Failure) for v in ex_native.values())
-            or outcome.failure is not None
-            or bool(outcome.problems)
-        )
-
     out: dict[str, Any] = {}
+    answered: list[tuple[Stage, Answers]] = []
 
-    def stage(
-        component: Component,
-        items: Iterable[tuple[Any, ...]],
-        derived: Any = None,
-    ) -> dict[int, tuple[str, CallRecord | None]]:
-        """``items``: (index, inputs) or (index, inputs, the name a pending call is listed by)."""
-        pricing = component.pricing() if estimate else None
-        entry = out.setdefault(
-            component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
-        )
-        seconds, seconds_source = settings.seconds_per_call(
-            component.key(), getattr(component, "uses_gpu", None)
-        )
-        entry.update(
-            seconds_per_call=seconds,
-            seconds_source=seconds_source,
-            price_source=pricing.source if pricing else None,
-            gpus=gpus_needed(component) if seconds else 0,
-        )
-        results: dict[int, tuple[str, CallRecord | None]] = {}
-        seen: dict[str, CallRecord | None] = {}
-        for index, inputs, *alias in items:
-            key = item_key(component, inputs)
-            if key not in seen:
-                record = store.get(key)
-                usable = record is not None and not needs_recompute(record, mode, derived)
-                seen[key] = record if usable else None
-                if usable:
-                    entry["cached"].append(key)
-                else:
-                    entry["pending"].append(alias[0] if alias else key)
-                    if pricing is not None:
-                        entry["estimates"][key] = component.estimate(
-                            inputs, pricing, settings.output_tokens
-                        )
-            results[index] = (key, seen[key])
-        return results
+    def answer(stage: Stage) -> Answers:
+        entry, pricing = _component_entry(out, stage.component, settings, estimate)
+        answers = _look_up(stage, store, mode, entry, pricing, settings, symbolic_experts)
+        answered.append((stage, answers))
+        return answers
 
-    first = stage(
-        source,
-        [(ex.index, project(source, pools[ex.index])) for ex in examples],
-        derived_failure,
-    )
-    out[source.key()]["group"] = group
-    plans: dict[int, Any] = {}
-    text: dict[int, str | Failure] = {}
-    # what the job directory will hold, per example: the candidates the evaluation reads
-    candidates: dict[int, dict[str, Any]] = {ex.index: {"index": ex.index} for ex in examples}
-    native = getattr(source, "produces", frozenset()) if group == "backbone" else frozenset()
-    for ex in examples:
-        key, record = first[ex.index]
-        outputs = candidates[ex.index]
-        if record is None:  # still to compute: assume it succeeds
-            plans[ex.index] = PlanOutcome(None, None, None, key=key, fields=_symbolic(key))
-            text[ex.index] = "(planned)"
-            for modality in ("text", "plan", *sorted(m for m in native if m != "text")):
-                outputs[modality] = {"pending": key}
-            continue
-        if group == "planner":
-            plans[ex.index] = _plan_outcome(record, ComponentStats())
-            text[ex.index] = _planner_text(plans[ex.index])
-        else:
-            plans[ex.index], text[ex.index], own = _backbone_outcome(record, source, needed)
-            for modality, value in own.items():
-                outputs[modality] = _stored_media(value)
-        value = text[ex.index]
-        outputs["text"] = {"value": value} if isinstance(value, str) else None
-        plan = _plan_record(plans[ex.index])
-        outputs["plan"] = {"value": plan} if plan is not None else None
-    for group_name in ("image", "tts"):
-        if group_name not in components:
-            continue
-        component = components[group_name]
-        items = []
-        for ex in examples:
-            pool = dict(pools[ex.index])
-            pool.update(plans[ex.index].fields)
-            if _blocked(component, pool, plans[ex.index], text[ex.index]) is None:
-                upstream = plans[ex.index].key
-                alias = (
-                    [symbolic_key(component, pools[ex.index], upstream)]
-                    if symbolic_experts and upstream is not None
-                    else []
-                )
-                items.append((ex.index, project(component, pool), *alias))
-        made = stage(component, items)
-        out[component.key()]["group"] = group_name
-        modality = STAGE_MODALITY[group_name]
-        for ex in examples:
-            if ex.index not in made:  # blocked by its plan: a missing output
-                candidates[ex.index][modality] = None
-                continue
-            key, record = made[ex.index]
-            candidates[ex.index][modality] = (
-                {"pending": key} if record is None else _stored_media(record)
-            )
-    unavailable = [f"{c.kind}={c.name}: {exc}" for c, exc in preflight(components.values())]
+    walked = drive(walk.stages(), answer)
+    unavailable = [f"{c.kind}={c.name}: {exc}" for c, exc in preflight(walk.components.values())]
     return {
         "components": out,
         "cannot_run_here": unavailable,
-        "candidates": [candidates[ex.index] for ex in examples],
+        "candidates": _candidates(walk, answered, walked),
     }
 
 
-def _stored_media(value: CallRecord | Failure) -> dict[str, Any] | None:
+def planned_calls(walk: JobWalk, store: Store, retry_failures: bool | str) -> dict[str, list[str]]:
+    """The calls a job will make, per component, named as the sweep's progress view counts them:
+    an expert's by its upstream call (:func:`plan_job` with ``symbolic_experts``), keys only."""
+    plan = plan_job(
+        walk=walk,
+        store=store,
+        retry_failures=retry_failures,
+        symbolic_experts=True,
+        estimate=False,  # the view counts calls; pricing every prompt would be wasted work
+    )
+    return {key: list(entry["pending"]) for key, entry in plan["components"].items()}
+
+
+def _component_entry(
+    out: dict[str, Any], component: Component, settings: PlanSettings, estimate: bool
+) -> tuple[dict[str, Any], Any]:
+    """The component's entry of the job's plan (created on its first stage), with how its calls
+    are timed; and how they are priced (None: not estimated)."""
+    pricing = component.pricing() if estimate else None
+    entry = out.setdefault(
+        component.key(), {"pending": [], "cached": [], "estimates": {}, "group": None}
+    )
+    seconds, seconds_source = settings.seconds_per_call(
+        component.key(), getattr(component, "uses_gpu", None)
+    )
+    entry.update(
+        seconds_per_call=seconds,
+        seconds_source=seconds_source,
+        price_source=pricing.source if pricing else None,
+        gpus=gpus_needed(component) if seconds else 0,
+    )
+    return entry, pricing
+
+
+def _look_up(
+    stage: Stage,
+    store: Store,
+    mode: str,
+    entry: dict[str, Any],
+    pricing: Any,
+    settings: PlanSettings,
+    symbolic: bool,
+) -> Answers:
+    """Answer one stage from the store: per example its usable record, None for a call still to
+    make (listed in ``entry``, with its estimate when priced), or the failure that blocks it."""
+    component = stage.component
+    names = stage.names() if symbolic and stage.is_expert else {}
+    answers: dict[int, CallRecord | Failure | None] = {}
+    seen: dict[str, CallRecord | None] = {}
+    for unit in stage.units.items:
+        if unit.blocked_by is not None:  # no call: a missing output
+            answers[unit.index] = unit.blocked_by
+            continue
+        key = unit.key or ""
+        if key not in seen:
+            record = store.get(key)
+            usable = record is not None and not needs_recompute(record, mode, stage.derived_failure)
+            seen[key] = record if usable else None
+            if usable:
+                entry["cached"].append(key)
+            else:
+                entry["pending"].append(names.get(stage.unit_id(unit), key))
+                if pricing is not None:
+                    entry["estimates"][key] = component.estimate(
+                        unit.inputs or {}, pricing, settings.output_tokens
+                    )
+        answers[unit.index] = seen[key]
+    entry["group"] = stage.group
+    return stage.units.split(answers)
+
+
+def _candidates(
+    walk: JobWalk, answered: list[tuple[Stage, Answers]], walked: Walked
+) -> list[dict[str, Any]]:
+    """Per example, what its job directory will hold (see :func:`plan_job`)."""
+    (source, first), experts = answered[0], answered[1:]
+    candidates: dict[int, dict[str, Any]] = {ex.index: {"index": ex.index} for ex in walk.examples}
+    native: frozenset[str] = frozenset()
+    if source.group == "backbone":
+        native = getattr(source.component, "produces", frozenset())
+    for ex in walk.examples:
+        outputs = candidates[ex.index]
+        if first[ex.index] is None:  # still to compute: assume it succeeds
+            name = source.outputs[ex.index]
+            for modality in ("text", "plan", *sorted(m for m in native if m != "text")):
+                outputs[modality] = {"pending": name}
+            continue
+        for modality in ("image", "speech"):
+            if modality in native:
+                outputs[modality] = _stored_media(walked.media[modality][ex.index])
+        value = walked.text[ex.index]
+        outputs["text"] = {"value": value} if isinstance(value, str) else None
+        plan = plan_record(walked.plans[ex.index])
+        outputs["plan"] = {"value": plan} if plan is not None else None
+    for stage, answers in experts:
+        modality = STAGE_MODALITY[stage.group]
+        for ex in walk.examples:
+            candidates[ex.index][modality] = _expert_candidate(stage, ex.index, answers[ex.index])
+    return [candidates[ex.index] for ex in walk.examples]
+
+
+def _expert_candidate(
+    stage: Stage, index: int, answer: CallRecord | Failure | None
+) -> dict[str, Any] | None:
+    if isinstance(answer, Failure):  # blocked by its plan: a missing output
+        return None
+    if answer is None:
+        return {"pending": stage.outputs[index]}
+    return _stored_media(answer)
+
+
+def _stored_media(value: CallRecord | Failure | None) -> dict[str, Any] | None:
     """A stored image or speech output as the job directory will hold it (its blob), or None
     when the output will be missing (a failed call or modality)."""
-    if isinstance(value, Failure) or value.status != "ok" or not value.output.get("blob"):
+    if not isinstance(value, CallRecord) or value.status != "ok" or not value.output.get("blob"):
         return None
     return {"blob": str(value.output["blob"]), "ext": str(value.output.get("ext", ""))}
 

@@ -72,28 +72,6 @@ def _job_progress(cfg: DictConfig, system_id: str, stats: dict[str, Any]) -> Any
     return JobProgress(hydra.sweep.dir, int(hydra.job.num), system_id, stats)
 
 
-def _planned_calls(
-    cfg: DictConfig,
-    examples: list[Any],
-    components: dict[str, Any],
-    store: Any,
-    media: Any = None,
-) -> dict[str, list[str]]:
-    """The calls this job will make, named as the sweep's progress view counts them."""
-    from omnistory_core.engine.dryrun import plan_job
-
-    plan = plan_job(
-        examples=examples,
-        components=components,
-        store=store,
-        retry_failures=cfg.engine.retry_failures,
-        symbolic_experts=True,
-        media=media,
-        estimate=False,  # the view counts calls; pricing every prompt would be wasted work
-    )
-    return {key: list(entry["pending"]) for key, entry in plan["components"].items()}
-
-
 @dataclass
 class PreparedSystem:
     """A job's system, resolved and built (nothing loaded): what running or planning it needs."""
@@ -136,18 +114,20 @@ def prepare_system(cfg: DictConfig) -> PreparedSystem:
 def plan_for_progress(cfg: DictConfig, media: Any = None) -> dict[str, list[str]]:
     """The calls a job of ``cfg`` will make, per component, as the sweep's progress view counts
     them (a launcher plans every job of a sweep with it before starting any)."""
-    from omnistory_core.engine.dryrun import ReadOnlyStore
+    from omnistory_core.engine.dryrun import ReadOnlyStore, planned_calls
+    from omnistory_core.engine.job import job_walk
 
     prepared = prepare_system(cfg)
     store = ReadOnlyStore(Path(cfg.engine.store).resolve())
-    return _planned_calls(cfg, prepared.examples, prepared.components, store, media)
+    walk = job_walk(prepared.examples, prepared.components, media)
+    return planned_calls(walk, store, cfg.engine.retry_failures)
 
 
 def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Run one system over the dataset and write its job directory; returns the manifest."""
     from omnistory_core.engine.failures import check_missing
     from omnistory_core.engine.isolation import maybe_isolate
-    from omnistory_core.engine.job import run_job
+    from omnistory_core.engine.job import job_walk, run_job
     from omnistory_core.engine.outputs import materialize
     from omnistory_core.engine.progress import progress_bars
     from omnistory_core.engine.store import Store
@@ -172,10 +152,14 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
     stats: dict[str, Any] = {}
     tracker = _job_progress(cfg, system.system_id, stats)
+    # one stage graph for the job: planned for the progress view, then run, derived once
+    walk = job_walk(examples, components)
     state = "failed"
     try:
         if tracker is not None and not tracker.planned():  # the launcher may have planned it
-            tracker.plan(_planned_calls(cfg, examples, components, store))
+            from omnistory_core.engine.dryrun import planned_calls
+
+            tracker.plan(planned_calls(walk, store, cfg.engine.retry_failures))
         # in a sweep the sweep's view shows every job at once; a single run draws its own bars
         with progress_bars(bool(cfg.engine.progress) and tracker is None) as bars:
             result = run_job(
@@ -187,6 +171,7 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
                 devices=devices,
                 stats=stats,
                 on_expert_keys=tracker.resolve if tracker is not None else None,
+                walk=walk,
             )
         state = "done"
     finally:
