@@ -75,22 +75,15 @@ from omnistory_core.contract import (
 from omnistory_core.errors import ConfigError
 from omnistory_core.hookspecs import hookimpl
 from omnistory_core.kit.checkout import CheckoutError
-from omnistory_core.kit.diffusion import (
-    DTYPE_NAMES,
-    SettingsError,
-    boolean,
-    exception_failure,
-    item_seed,
-    non_negative_float,
-    positive_int,
-    release_cuda_memory,
-    resolve_device,
-    resolve_dtype,
-    setting,
-)
+from omnistory_core.kit.diffusion import SettingsError
 from omnistory_core.kit.planning.base import PlannerConfigError
 from omnistory_core.params import Param, ParamError, with_defaults
-from omnistory_core.plan_schema import parse_plan, plan_json_schema, plan_response_format
+from omnistory_core.plan_schema import (
+    json_object_end,
+    parse_plan,
+    plan_json_schema,
+    plan_response_format,
+)
 
 __all__ = [
     # -- components and what they exchange
@@ -124,6 +117,7 @@ __all__ = [
     "MODALITIES",
     "PITCHES",
     "SPEEDS",
+    "json_object_end",
     "parse_plan",
     "plan_json_schema",
     "plan_response_format",
@@ -137,16 +131,4 @@ __all__ = [
     "ParamError",
     "PlannerConfigError",
     "SettingsError",
-    # -- omnistory_core.kit.diffusion helpers, not the contract: kept only until the backbones of
-    # the anygpt, mmada and omnidiffusion plugins (being rewritten) import them from their home
-    "DTYPE_NAMES",
-    "boolean",
-    "exception_failure",
-    "item_seed",
-    "non_negative_float",
-    "positive_int",
-    "release_cuda_memory",
-    "resolve_device",
-    "resolve_dtype",
-    "setting",
 ]

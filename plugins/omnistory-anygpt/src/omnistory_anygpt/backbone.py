@@ -43,6 +43,9 @@ from omnistory_core.api import (
     Failure,
     Param,
     SettingsError,
+)
+from omnistory_core.kit.checkout import CheckoutBackbone
+from omnistory_core.kit.diffusion import (
     boolean,
     exception_failure,
     item_seed,
@@ -52,7 +55,6 @@ from omnistory_core.api import (
     resolve_device,
     setting,
 )
-from omnistory_core.kit.checkout import CheckoutBackbone
 
 #: AnyGPT's environment: the inference subset of the repository's requirements.txt with its pins
 #: (torch 2.1.0, transformers 4.34.1, diffusers 0.20.2), plus what newer releases broke since:

@@ -21,12 +21,15 @@ import re
 from typing import Any, ClassVar
 
 from omnistory_core.api import (
-    DTYPE_NAMES,
     BackboneOutput,
     ComponentError,
     Failure,
     Param,
     SettingsError,
+)
+from omnistory_core.kit.checkout import CheckoutBackbone
+from omnistory_core.kit.diffusion import (
+    DTYPE_NAMES,
     exception_failure,
     item_seed,
     non_negative_float,
@@ -36,7 +39,6 @@ from omnistory_core.api import (
     resolve_dtype,
     setting,
 )
-from omnistory_core.kit.checkout import CheckoutBackbone
 from omnistory_mmada.parsing import interpret
 from omnistory_mmada.prompts import mmu_messages, t2i_prompt
 from omnistory_mmada.source import CHECKOUT, PINNED_COMMIT, import_upstream

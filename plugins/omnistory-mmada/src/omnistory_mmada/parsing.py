@@ -21,8 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnistory_core.api import ComponentError
-from omnistory_core.plan_schema import json_object_end
+from omnistory_core.api import ComponentError, json_object_end
 
 #: the official runner's fallback voice when the model gives no (valid) speech labels
 DEFAULT_SPEAKER: dict[str, str] = {

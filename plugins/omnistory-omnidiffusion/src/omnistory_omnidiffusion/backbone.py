@@ -31,11 +31,13 @@ from omnistory_core.api import (
     ComponentError,
     Failure,
     SettingsError,
+)
+from omnistory_core.kit.checkout import CheckoutBackbone
+from omnistory_core.kit.diffusion import (
     release_cuda_memory,
     resolve_device,
     resolve_dtype,
 )
-from omnistory_core.kit.checkout import CheckoutBackbone
 from omnistory_omnidiffusion import prompts
 from omnistory_omnidiffusion.prompts import Story
 from omnistory_omnidiffusion.settings import (
