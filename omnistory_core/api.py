@@ -72,7 +72,8 @@ from omnistory_core.contract import (
     SPEEDS,
     Failure,
 )
-from omnistory_core.errors import ConfigError
+from omnistory_core.data.errors import DatasetError, Problem
+from omnistory_core.errors import ConfigError, UserError
 from omnistory_core.hookspecs import hookimpl
 from omnistory_core.kit.checkout import CheckoutError
 from omnistory_core.kit.diffusion import SettingsError
@@ -83,6 +84,17 @@ from omnistory_core.plan_schema import (
     parse_plan,
     plan_json_schema,
     plan_response_format,
+)
+from omnistory_core.scores import STATUSES
+from omnistory_core.tasks import (
+    SCOPES,
+    Aggregation,
+    Column,
+    OutputSlot,
+    PaperTable,
+    Scope,
+    Task,
+    Track,
 )
 
 __all__ = [
@@ -121,11 +133,24 @@ __all__ = [
     "parse_plan",
     "plan_json_schema",
     "plan_response_format",
+    # -- tasks (a benchmark's declaration) and the scores table's statuses
+    "SCOPES",
+    "STATUSES",
+    "Aggregation",
+    "Column",
+    "OutputSlot",
+    "PaperTable",
+    "Scope",
+    "Task",
+    "Track",
     # -- parameters
     "Param",
     "with_defaults",
     # -- errors
     "CheckoutError",
+    "DatasetError",
+    "Problem",
+    "UserError",
     "ComponentError",
     "ConfigError",
     "ParamError",

@@ -22,7 +22,7 @@ from omnistory_vistorybench.dataset import (
     story_prompt_merge,
 )
 
-from omnistory_core.data.errors import DatasetError
+from omnistory_core.api import DatasetError
 
 FIXTURE = fixture_root()
 VISTORY = FIXTURE / "ViStory"

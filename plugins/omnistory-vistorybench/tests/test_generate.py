@@ -27,8 +27,8 @@ from omnistory_vistorybench.generate import MediaHasher, RefMedia, shot_inputs
 from omnistory_vistorybench.layout import RunKey, read_outputs
 from PIL import Image
 
-from omnistory_core.components import Media
-from omnistory_core.engine.stage import item_key
+from omnistory_core.api import Media
+from omnistory_core.kit.jobs import item_key
 
 FIXTURE = fixture_root()
 #: the story.json indices of the fixture's usable shots (01 shot 6 lacks a field)
@@ -268,7 +268,7 @@ def test_copy_paste_stitches_side_by_side_deterministically(tmp_path: Path) -> N
 
 
 def test_copy_paste_declares_its_parameters() -> None:
-    from omnistory_core.params import ParamError
+    from omnistory_core.api import ParamError
 
     assert CopyPasteImage.reads == ("character_refs",)
     assert CopyPasteImage().output_params()["size"] == 512

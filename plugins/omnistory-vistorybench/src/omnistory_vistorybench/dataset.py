@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from omnistory_core.data.errors import DatasetError, Problem
+from omnistory_core.api import DatasetError, Problem
 
 log = logging.getLogger("omnistory")
 

@@ -40,26 +40,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from omnistory_core.components import Component, Media
-from omnistory_core.contract import Failure
-from omnistory_core.data.errors import DatasetError
-from omnistory_core.engine.stage import (
+from omnistory_core.api import Component, ConfigError, DatasetError, Failure, Media
+from omnistory_core.kit.jobs import (
     CacheMiss,
+    CallRecord,
     ComponentStats,
     LazyComponent,
     StageItem,
+    Store,
+    atomic_write_bytes,
     run_stage,
 )
-from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
-from omnistory_core.errors import ConfigError
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import layout
 from omnistory_vistorybench.task import INPUTS, VISTORYBENCH
 
 try:  # the hasher is moving next to the other hashing helpers
-    from omnistory_core.engine.hashing import MediaHasher  # type: ignore[attr-defined]
+    from omnistory_core.kit.jobs import MediaHasher
 except ImportError:  # pragma: no cover - depends on the core's version
-    from omnistory_core.engine.job import MediaHasher
+    from omnistory_core.kit.jobs import MediaHasher
 
 log = logging.getLogger("omnistory")
 
@@ -110,9 +109,7 @@ class RefMedia(Media):
 
 def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     """Run one ViStoryBench job of ``cfg`` into ``output_dir``; returns the manifest."""
-    from omnistory_core.engine.failures import check_missing
-    from omnistory_core.plugins import load_plugins
-    from omnistory_core.redaction import install_log_filter
+    from omnistory_core.kit.jobs import check_missing, install_log_filter, load_plugins
 
     started = time.time()
     install_log_filter()
@@ -160,7 +157,7 @@ def plain_config(cfg: Any) -> dict[str, Any]:
     ``<group>.name=...`` on the command line is a choice, not a default."""
     from omegaconf import DictConfig, OmegaConf
 
-    from omnistory_core.run.generate import named_on_command_line
+    from omnistory_core.kit.jobs import named_on_command_line
 
     if isinstance(cfg, DictConfig):
         plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
@@ -174,7 +171,7 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 
 def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     """The image expert this job runs, or a :class:`ConfigError` naming what works instead."""
-    from omnistory_core.engine.system import chosen, explicit
+    from omnistory_core.kit.jobs import chosen, explicit
 
     images = ", ".join(registry.names("image")) or "none installed"
     if chosen(config.get("backbone")):
@@ -336,7 +333,7 @@ def project(component: Component, pool: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_image_expert(registry: Any, system: ShotSystem, config: Mapping[str, Any]) -> Component:
     """The image expert, built (parameters checked) but not loaded."""
-    from omnistory_core.engine.job import build_component
+    from omnistory_core.kit.jobs import build_component
 
     return build_component(
         registry,
@@ -348,7 +345,7 @@ def build_image_expert(registry: Any, system: ShotSystem, config: Mapping[str, A
 
 
 def component_description(component: Component, registry: Any) -> dict[str, Any]:
-    from omnistory_core.run.manifest import component_manifest
+    from omnistory_core.kit.jobs import component_manifest
 
     return component_manifest(component, registry)
 
@@ -361,13 +358,13 @@ def run_image_stage(
     engine: Mapping[str, Any],
 ) -> tuple[dict[int, CallRecord | Failure], dict[str, ComponentStats]]:
     """Every shot's image, from the store or computed; per-record index, and the stats."""
-    from omnistory_core.engine.failures import (
+    from omnistory_core.kit.jobs import (
         ComponentUnavailable,
+        maybe_isolate,
         preflight,
+        progress_bars,
         unavailable_message,
     )
-    from omnistory_core.engine.isolation import maybe_isolate
-    from omnistory_core.engine.progress import progress_bars
 
     media = MediaHasher()
     by_id = {story.id: story for story in data.stories}
@@ -405,8 +402,8 @@ def run_image_stage(
 
 def stage_devices(engine: Mapping[str, Any], store: Store, component: Component) -> Any:
     """``engine.devices`` as the core reads it: replicas on a device pool, or None."""
-    from omnistory_core.engine.devices import DeviceError
-    from omnistory_core.engine.replicas import stage_devices as core_stage_devices
+    from omnistory_core.kit.jobs import DeviceError
+    from omnistory_core.kit.jobs import stage_devices as core_stage_devices
 
     try:
         return core_stage_devices(
@@ -542,7 +539,7 @@ def job_manifest(
     import platform
     import sys
 
-    from omnistory_core.run.manifest import git_revision
+    from omnistory_core.kit.jobs import git_revision
 
     missing = sum(1 for r in rows if r["status"] != "ok")
     return {
@@ -595,7 +592,7 @@ def finish_job(
 ) -> None:
     """``records.jsonl``, ``missing.txt``, ``stats.json``, then ``manifest.json`` (last: a job
     directory without it is incomplete)."""
-    from omnistory_core.run.manifest import write_manifest
+    from omnistory_core.kit.jobs import write_manifest
 
     records = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
     atomic_write_bytes(output_dir / "records.jsonl", records.encode("utf-8"))

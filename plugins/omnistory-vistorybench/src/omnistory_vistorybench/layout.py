@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from omnistory_core.errors import UserError
+from omnistory_core.api import UserError
 
 log = logging.getLogger("omnistory")
 

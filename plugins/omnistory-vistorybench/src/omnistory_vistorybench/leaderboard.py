@@ -60,7 +60,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from omnistory_core.scores import STATUSES
+from omnistory_core.api import STATUSES
 
 #: the five ranked categories, in the official order (the order the overall mean sums them in)
 CATEGORIES: dict[str, tuple[str, ...]] = {

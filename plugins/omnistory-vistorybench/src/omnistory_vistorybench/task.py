@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omnistory_core.tasks import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
+from omnistory_core.api import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
 
 #: the names a generation component of this task may declare in ``reads``
 INPUTS: tuple[str, ...] = ("image_prompt", "shot_prompt", "current_image", "character_refs", "shot")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from vsb_metric_images import build_tiny_siglip, media_of, noise, write_image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

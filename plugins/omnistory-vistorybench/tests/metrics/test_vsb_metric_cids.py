@@ -19,7 +19,7 @@ from omnistory_vistorybench.metrics.clip_encoder import (
 )
 from vsb_metric_images import build_tiny_clip, halves, noise, write_image
 
-from omnistory_core.components import ComponentError, Media
+from omnistory_core.api import ComponentError, Media
 
 RED, GREEN, BLUE, WHITE, BLACK = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255), (0, 0, 0)
 PALETTE = np.array([RED, GREEN, BLUE, WHITE, BLACK], dtype=np.float64)

@@ -9,8 +9,8 @@ import sys
 import pytest
 from omnistory_vistorybench.metrics import METRICS, metric_classes
 
-from omnistory_core.components import Metric
-from omnistory_core.params import ParamError, describe
+from omnistory_core.api import Metric, ParamError
+from omnistory_core.kit.jobs import describe_param as describe
 
 TRACKS = {"character", "style", "prompt", "quality", "diversity"}
 #: the official metric keys, each scored by exactly one class

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from vsb_metric_images import media_of, noise
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 torch = pytest.importorskip("torch")
 

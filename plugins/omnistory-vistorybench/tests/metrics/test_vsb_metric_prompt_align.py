@@ -20,7 +20,7 @@ from omnistory_vistorybench.metrics.prompt_align import (
 )
 from vsb_metric_images import noise, write_image
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 pytest.importorskip("openai")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from omnistory_core.components import Media
+from omnistory_core.api import Media
 
 
 def media_of(path: Path) -> Media:

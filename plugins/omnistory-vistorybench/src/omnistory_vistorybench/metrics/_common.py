@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from omnistory_core.components import ComponentError
+from omnistory_core.api import ComponentError
 
 T = TypeVar("T")
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnistory_core.components import ComponentError, EvalResult, Metric
-from omnistory_core.params import Param
+from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 from omnistory_vistorybench.metrics import math as vmath
 from omnistory_vistorybench.metrics._common import (
     batched,

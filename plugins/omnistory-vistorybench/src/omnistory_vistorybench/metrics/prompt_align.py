@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.components import ComponentError, EvalResult, Metric
+from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 from omnistory_core.kit.retry import (
     ErrorInfo,
     RetryPolicy,
@@ -57,7 +57,6 @@ from omnistory_core.kit.retry import (
     classify_api_error,
     map_bounded,
 )
-from omnistory_core.params import Param
 from omnistory_vistorybench.metrics._common import media_exists, media_path, shot_text
 
 #: the official rubric file of each dimension (in ``bench/prompt_align/user_prompts``)
