@@ -152,10 +152,10 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
     stats: dict[str, Any] = {}
     tracker = _job_progress(cfg, system.system_id, stats)
-    # one stage graph for the job: planned for the progress view, then run, derived once
-    walk = job_walk(examples, components)
     state = "failed"
     try:
+        # one stage graph for the job: planned for the progress view, then run, derived once
+        walk = job_walk(examples, components)
         if tracker is not None and not tracker.planned():  # the launcher may have planned it
             from omnistory_core.engine.dryrun import planned_calls
 
