@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.contract import MODALITIES, Failure, StoryExample
-from omnistory_core.engine.job import PLAN_PATHS, JobResult, PlanOutcome
+from omnistory_core.engine.job import JobResult
 from omnistory_core.engine.store import CallRecord, Store
+from omnistory_core.engine.walk import PlanOutcome, plan_record
 from omnistory_core.jobdir import ExampleOutputs, missing_counts, write_job_dir
 
 log = logging.getLogger("omnistory")
@@ -26,27 +27,11 @@ def text_outcome(result: JobResult, index: int) -> str | Failure:
     return result.text[index]
 
 
-def _plan_record(outcome) -> dict[str, Any] | None:
-    """The plan as the experts saw it: complete (a planner) or the fields a backbone gave."""
-    if outcome.plan is not None:
-        return outcome.plan.to_dict()
-    if not outcome.fields:
-        return None
-    plan: dict[str, Any] = {}
-    for name, value in outcome.fields.items():
-        path = PLAN_PATHS[name]
-        if path.startswith("speech."):
-            plan.setdefault("speech", {})[path.split(".", 1)[1]] = value
-        else:
-            plan[path] = value
-    return plan
-
-
 def _plan_entry(outcome: PlanOutcome) -> dict[str, Any]:
     """The example's ``plans.jsonl`` fields (besides its index and id)."""
     return {
         "raw": outcome.raw,
-        "plan": _plan_record(outcome),
+        "plan": plan_record(outcome),
         "repairs": outcome.repairs,
         "failure": outcome.failure.to_dict() if outcome.failure else None,
         "problems": {k: v.to_dict() for k, v in outcome.problems.items()},
