@@ -98,7 +98,7 @@ def test_each_judge_config_is_generated_from_its_spec(judge_id):
     assert cfg["swap_space"] == 8.0  # App. E.3.1, for every vLLM judge
     assert cfg["api_key_env"] == (None if spec.checkpoint else "OPENAI_API_KEY")
     assert cfg["repair"] == {
-        "backend": "vllm",
+        "backend": None,  # the judge's: its own server for backend=openai, else vllm
         "base_url": None,
         "model": None,
         "api_key_env": None,

@@ -8,6 +8,11 @@ and returns every problem at once, each with its remedy.  An evaluator run in an
 (``runner.python``) has its packages looked up by that interpreter.  ``network=False`` (the dry
 run's check, :mod:`omnistory_eval.plan`) makes no request: servers are not probed and
 checkpoints are looked for in the local cache only.
+
+A need may be non-blocking (``Need.warning`` says what running without it means: a judge's
+JSON-repair model, without which the judge still answers): its problem is one warning line per
+evaluator, not a reason to stop, and the evaluator hears of it (``Need.on_problem``) so that it
+does not try what cannot work.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +37,16 @@ class Need:
     """One thing an evaluator needs.  ``check``: ``package`` (``target`` a module name),
     ``weights`` (a hub id or local path), ``server`` (a base URL), ``key`` (an environment
     variable), ``interpreter`` (a Python executable), or ``config`` (a problem in the parameters
-    themselves, described by ``detail``: always reported)."""
+    themselves, described by ``detail``: always reported).  With a ``warning`` (what running
+    without it means) the evaluator runs anyway: its problem is a warning, and ``on_problem``
+    receives the problem's line."""
 
     check: str
     target: str
     remedy: str
     detail: str = ""
+    warning: str = ""
+    on_problem: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,11 @@ class Problem:
     target: str
     detail: str
     remedy: str
+    warning: str = ""  # non-blocking: what running without it means (Need.warning)
+
+    @property
+    def blocking(self) -> bool:
+        return not self.warning
 
     def line(self) -> str:
         return f"{self.evaluator}: {self.check} {self.target}: {self.detail}"
@@ -86,9 +101,29 @@ def backend_needs(
     prefix: str,
     role: str,
     opt_out: str | None = None,
+    *,
+    warning: str = "",
+    on_problem: Callable[[str], None] | None = None,
 ) -> list[Need]:
     """What a judge backend (or the JSON-repair model behind one) needs.  ``prefix`` is the
-    parameter path (``judge.<id>`` or ``judge.<id>.repair``) the remedies name."""
+    parameter path (``judge.<id>`` or ``judge.<id>.repair``) the remedies name.  ``warning`` and
+    ``on_problem`` (a need to run without, see :class:`Need`) go to every need but a ``config``
+    one: a setting that cannot work is a mistake to fix, whatever it sets."""
+    needs = _backend_needs(backend, spec, params, prefix, role, opt_out)
+    return [
+        n if n.check == "config" else replace(n, warning=warning, on_problem=on_problem)
+        for n in needs
+    ]
+
+
+def _backend_needs(
+    backend: str,
+    spec: Any,
+    params: dict[str, Any],
+    prefix: str,
+    role: str,
+    opt_out: str | None,
+) -> list[Need]:
     judge_id = prefix.split(".")[1] if prefix.count(".") else prefix
     selection = f"judge={judge_id}"
     alternative = f"; or {opt_out} (answers needing repair then stay invalid)" if opt_out else ""
@@ -257,7 +292,11 @@ def check_evaluator(
         elif need.check == "key" and not os.environ.get(need.target):
             detail = "environment variable not set"
         if detail:
-            problems.append(Problem(key, need.check, need.target, detail, need.remedy))
+            problems.append(
+                Problem(key, need.check, need.target, detail, need.remedy, need.warning)
+            )
+            if need.warning and need.on_problem is not None:
+                need.on_problem(f"{need.check} {need.target}: {detail}")
     if not callable(getattr(component, "preflight_needs", None)):
         # an evaluator without declarations may still have the generation components' check
         check = getattr(component, "preflight", None)
@@ -287,13 +326,38 @@ NOT_PROBED = "not probed (a dry run makes no network call)"
 NOT_ASKED = "not in the local cache; the hub was not asked (a dry run makes no network call)"
 
 
-def preflight(evaluators: Iterable[Any], *, network: bool = True) -> list[Problem]:
-    """All problems of all evaluators, in their order (``network``: see :func:`check_evaluator`)."""
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def preflight(
+    evaluators: Iterable[Any],
+    *,
+    network: bool = True,
+    warn: Callable[[str], None] | None = _stderr,
+) -> list[Problem]:
+    """The blocking problems of all evaluators, in their order (``network``: see
+    :func:`check_evaluator`).  The non-blocking ones go to ``warn``, one line per evaluator
+    (default: stderr)."""
     servers: dict[str, str | None] = {}
     out: list[Problem] = []
     for evaluator in evaluators:
-        out.extend(check_evaluator(evaluator, servers, network=network))
+        problems = check_evaluator(evaluator, servers, network=network)
+        out.extend(p for p in problems if p.blocking)
+        soft = [p for p in problems if not p.blocking]
+        if soft and warn is not None:
+            warn(warning_line(soft))
     return out
+
+
+def warning_line(problems: list[Problem]) -> str:
+    """One line for an evaluator's non-blocking problems: what it means, why, the first remedy."""
+    details = "; ".join(f"{p.check} {p.target}: {p.detail}" for p in problems)
+    first = problems[0]
+    return (
+        f"omnistory evaluate: warning: {first.evaluator}: {first.warning} ({details}; remedy:"
+        f" {first.remedy})"
+    )
 
 
 def causes_by_evaluator(problems: Iterable[Problem]) -> dict[str, str]:

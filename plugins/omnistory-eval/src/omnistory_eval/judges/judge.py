@@ -28,6 +28,12 @@ retries, engine memory, swap space, device, repair model) do not.  A judge needs
 twelve paper judges and the hosted alternatives are presets in code (backend + checkpoint + prompt
 framing, :mod:`.specs`), and ``conf/judge/`` keeps only the panels.
 
+The stage-end JSON repair follows the judge's backend unless ``repair.backend`` is set: a judge
+served over the OpenAI protocol (``backend=openai``) repairs through its own server and model
+(``base_url``, ``model``, key and client settings; any ``repair.*`` key set overrides one), every
+other judge through the paper's repair model on vLLM.  A repair model that cannot run here is a
+pre-flight warning, not a blocker: the answers that need it stay ``error`` until it can.
+
 ``batch=true`` (``backend=openai`` only; a hosted judge on the OpenAI API) judges a stage's items
 through the provider's batch API at half the price (:mod:`omnistory_core.kit.batches`): the judge
 takes every pending item at once and hands the store's root (``bind_store``) to its backend, whose
@@ -61,9 +67,10 @@ from omnistory_eval.outcomes import REQUEST_REJECTED
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
 
-#: the stage-end JSON repair model's options by default (App. E.3.1: on, vLLM, the paper's model)
+#: the stage-end JSON repair model's options by default: on (App. E.3.1), backend null = the
+#: judge's (see PaperJudge.repair_options)
 REPAIR_DEFAULT: dict[str, Any] = {
-    "backend": "vllm",
+    "backend": None,
     "base_url": None,
     "model": None,
     "api_key_env": None,
@@ -242,7 +249,9 @@ JUDGE_PARAMETERS: tuple[Param, ...] = (
         "repair",
         (dict, bool),
         REPAIR_DEFAULT,
-        "JSON repair model options (backend, base_url, model, ... as above), or false to skip",
+        "JSON repair model options (backend, base_url, model, ... as above; backend null: an"
+        " openai judge repairs through its own server and model, any other through the paper's"
+        " model on vllm), or false to skip",
         runtime=True,
     ),
 )
@@ -252,6 +261,21 @@ REPAIR_KEYS = frozenset(
     - {"repair", "seed", "max_new_tokens", "temperature", "top_p", "repetition_penalty"}
     # the stage-end repair is a handful of calls made at once: never worth a 24-hour batch
     - set(BATCH_PARAM_NAMES)
+)
+#: what a repair through the judge's own OpenAI-protocol server takes from the judge
+SAME_SERVER_KEYS = (
+    "base_url",
+    "api_key_env",
+    "concurrency",
+    "timeout",
+    "max_retries",
+    "max_retry_wait",
+    "media",
+    "max_tokens_field",
+    "vllm_extras",
+)
+REPAIR_WARNING = (
+    "its JSON repair model cannot run here; answers that need repair stay 'error' until it can"
 )
 
 
@@ -378,14 +402,15 @@ class PaperJudge(Judge):
         super().__init__(**params)
         repair = self.params["repair"]
         if repair is True:
-            self.params["repair"] = dict(REPAIR_DEFAULT)
-        elif isinstance(repair, dict):
+            repair = dict(REPAIR_DEFAULT)
+        if isinstance(repair, dict):
             unknown = sorted(str(k) for k in repair if k not in REPAIR_KEYS)
             if unknown:
                 raise ParamError(
                     f"{label(type(self))}: unknown repair parameter(s) {', '.join(unknown)};"
                     f" known: {', '.join(sorted(REPAIR_KEYS))}"
                 )
+            self.params["repair"] = self.repair_options(repair)
         if self.hosted:
             try:  # checked here, so a malformed table stops the command before any call
                 parse_price_table(self.params.get("prices"), where=f"judge.{self.name}.prices")
@@ -393,7 +418,29 @@ class PaperJudge(Judge):
                 raise ParamError(f"{label(type(self))}: {exc}") from None
         self._backend: Backend | None = None
         self._repair_problem: str | None = None
+        self._repair_unavailable: list[str] = []  # why, as the pre-flight found it
         self._store_root: Any = None
+
+    def repair_options(self, repair: Mapping[str, Any]) -> dict[str, Any]:
+        """The repair model's options, its backend resolved: as given when ``repair.backend`` is
+        set; else, for an OpenAI-protocol judge, its own server and model (for each key not set in
+        ``repair``); else the paper's repair model on vLLM."""
+        options = dict(repair)
+        if options.get("backend"):
+            return options
+        if self.backend_name != "openai":
+            options["backend"] = "vllm"
+            return options
+        options["backend"] = "openai"
+        for key in SAME_SERVER_KEYS:
+            if options.get(key) is None:
+                options[key] = self.params.get(key)
+        if options.get("model") is None and options.get("checkpoint") is None:
+            # the judge's own model repairs: record it, not the paper's repair checkpoint
+            checkpoint = self.params.get("checkpoint") or self.spec.checkpoint or None
+            options["model"] = self.params.get("model") or checkpoint
+            options["checkpoint"] = checkpoint or options["model"]
+        return options
 
     @property
     def backend_name(self) -> str:
@@ -482,7 +529,8 @@ class PaperJudge(Judge):
         from omnistory_eval.judges.repair import RepairModel, repair_stage
 
         options = self.params.get("repair")
-        if not options:
+        if not options or self._repair_unavailable:
+            # unavailable: the pre-flight said so (one warning); pending answers stay error rows
             return outcomes
         records: dict[str, Any] = {}
         for outcome in outcomes.values():
@@ -494,7 +542,7 @@ class PaperJudge(Judge):
         results = [_result_of(records[k].output) for k in keys]
         self.unload()  # the judge's weights go before the repair model's arrive
         options = dict(options)
-        repairer = RepairModel(backend=str(options.pop("backend", "vllm")), **options)
+        repairer = RepairModel(backend=str(options.pop("backend", None) or "vllm"), **options)
         try:
             repaired = repair_stage(results, repairer).results
         except Exception as exc:  # noqa: BLE001 - keep the stage's results; retry next run
@@ -526,6 +574,13 @@ class PaperJudge(Judge):
             for n, o in outcomes.items()
         }
 
+    def _repair_cannot_run(self, why: str) -> None:
+        """The pre-flight found the repair model cannot run here: skip the pass, say why."""
+        self._repair_unavailable.append(why)
+        self._repair_problem = "JSON repair model unavailable: " + "; ".join(
+            self._repair_unavailable
+        )
+
     def result_error(self, output: dict[str, Any]) -> str | None:
         """Why a stored answer is not final yet: it awaits the stage-end JSON repair (the repair
         model could not run).  Until repaired it is an ``error`` row, not ``invalid``: the paper's
@@ -544,14 +599,22 @@ class PaperJudge(Judge):
         repair = self.params.get("repair")
         if repair:
             options = dict(repair) if isinstance(repair, dict) else {}
-            needs += backend_needs(
-                str(options.get("backend") or "vllm"),
-                REPAIR_SPEC,
-                options,
-                f"judge.{self.spec.id}.repair",
-                "JSON repair model",
-                opt_out=f"judge.{self.spec.id}.repair=false",
-            )
+            own = {(n.check, n.target) for n in needs}
+            # the judge's own server repairing adds nothing to check; the rest is a warning
+            needs += [
+                n
+                for n in backend_needs(
+                    str(options.get("backend") or "vllm"),
+                    REPAIR_SPEC,
+                    options,
+                    f"judge.{self.spec.id}.repair",
+                    "JSON repair model",
+                    opt_out=f"judge.{self.spec.id}.repair=false",
+                    warning=REPAIR_WARNING,
+                    on_problem=self._repair_cannot_run,
+                )
+                if (n.check, n.target) not in own
+            ]
         problem = self._batch_problem()
         if problem:
             from omnistory_eval.preflight import Need
