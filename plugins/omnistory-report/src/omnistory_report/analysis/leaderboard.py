@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from omnistory_core.builtin.omnistorybench import OMNISTORYBENCH
+from omnistory_core.tasks import Column
 from omnistory_report.analysis.cube import JUDGE_TRACKS, METRICS, MODALITY_TRACKS, ScoreCube
 from omnistory_report.analysis.frame import category_codes, column_values
 
@@ -57,15 +59,18 @@ LEADERBOARD_COLUMNS: tuple[str, ...] = (
     "errors_judge_speech",
     "errors_judge_omni",
 )
-COMPONENTS: tuple[str, ...] = (
-    "bertscore",
-    "clip",
-    "speech_meta",
-    "judge_text",
-    "judge_image",
-    "judge_speech",
-    "judge_omni",
-)
+
+
+def _component_name(column: Column) -> str:
+    """A leaderboard column's name here: the metric's name, or ``judge_<track>``."""
+    return f"judge_{column.track}" if column.evaluator == "judge" else column.evaluator
+
+
+#: the Total Average's components, in the order and on the scales Omni-StoryBench's task declares
+#: (``OMNISTORYBENCH.aggregation.columns``): bertscore, clip, speech_meta, judge_text, judge_image,
+#: judge_speech, judge_omni
+TOTAL_COLUMNS: tuple[Column, ...] = OMNISTORYBENCH.aggregation.columns
+COMPONENTS: tuple[str, ...] = tuple(_component_name(c) for c in TOTAL_COLUMNS)
 POLICIES = ("valid", "zero")
 
 
@@ -169,11 +174,21 @@ def component_matrix(cube: ScoreCube, policy: str = "valid") -> np.ndarray:
     return aggregate_cells(cube, means, include)
 
 
+def total_average(comps: np.ndarray) -> np.ndarray:
+    """The task's Total Average: its columns on their declared scales, summed in order, divided
+    by their number ((10·BERT + 10·CLIP + 10·Meta + J_t + J_i + J_s + J_o) / 7 for
+    Omni-StoryBench)."""
+    total = TOTAL_COLUMNS[0].scale * comps[0]
+    for column, values in zip(TOTAL_COLUMNS[1:], comps[1:], strict=True):
+        total = total + (values if column.scale == 1.0 else column.scale * values)
+    return total / len(TOTAL_COLUMNS)
+
+
 def totals(comps: np.ndarray) -> dict[str, np.ndarray]:
     """Total Average, modality scores and the traditional total from a (7, S) component array."""
     bert, clip, meta, jt, ji, js, jo = comps
     return {
-        "total": (10 * bert + 10 * clip + 10 * meta + jt + ji + js + jo) / 7,
+        "total": total_average(comps),
         "text_score": (10 * bert + jt) / 2,
         "image_score": (10 * clip + ji) / 2,
         "speech_score": (10 * meta + js) / 2,
