@@ -103,6 +103,10 @@ class Audio:
 
 #: what a backbone may declare in ``produces``
 BACKBONE_MODALITIES: frozenset[str] = frozenset({"text", "image", "speech"})
+#: how a component is called: once per item, or once per group of items (a story)
+UNITS: tuple[str, ...] = ("item", "group")
+#: what one scored item of an evaluator is (the scores table keeps it per row)
+SCOPES: tuple[str, ...] = ("item", "group", "run")
 
 
 @dataclass
@@ -173,6 +177,11 @@ class Component:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.unit not in UNITS:
+            raise ConfigError(f"{cls.__qualname__}.unit must be one of {UNITS}, got {cls.unit!r}")
+        scope = getattr(cls, "scope", "item")
+        if scope not in SCOPES:
+            raise ConfigError(f"{cls.__qualname__}.scope must be one of {SCOPES}, got {scope!r}")
         if cls.__dict__.get("parameters") is not None:
             cls.parameters = tuple(cls.__dict__["parameters"])
             check_declaration(cls.__qualname__, cls.parameters)

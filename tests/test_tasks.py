@@ -69,3 +69,22 @@ def test_scope_round_trips_and_item_rows_keep_their_bytes(tmp_path: Path) -> Non
         ScoreRow("s", "x", "metric", "image", "clip", "cosine", 0.5, "ok", scope="book")
     with pytest.raises(ValueError, match="track"):
         ScoreRow("s", "x", "metric", "", "clip", "cosine", 0.5, "ok")
+
+
+def test_a_components_unit_and_an_evaluators_scope_are_checked_where_declared() -> None:
+    from omnistory_core.api import ImageExpert, Metric
+    from omnistory_core.errors import ConfigError
+
+    class Story(ImageExpert):
+        name, unit = "story_ok", "group"
+
+    assert Story.unit == "group"
+    with pytest.raises(ConfigError, match=r"unit must be one of \('item', 'group'\)"):
+
+        class Paged(ImageExpert):  # noqa: F841 - defining it is the test
+            name, unit = "paged", "page"
+
+    with pytest.raises(ConfigError, match="scope must be one of"):
+
+        class Booked(Metric):  # noqa: F841
+            name, track, criteria, scope = "booked", "image", ("x",), "book"
