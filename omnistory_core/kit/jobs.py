@@ -36,7 +36,12 @@ from omnistory_core.params import describe as describe_param
 from omnistory_core.plugins import load_plugins
 from omnistory_core.redaction import install_log_filter, redact
 from omnistory_core.run.generate import named_on_command_line
-from omnistory_core.run.manifest import component_manifest, git_revision, write_manifest
+from omnistory_core.run.manifest import (
+    component_manifest,
+    environment_manifest,
+    git_revision,
+    write_manifest,
+)
 
 __all__ = [
     "CacheMiss",
@@ -54,6 +59,7 @@ __all__ = [
     "chosen",
     "component_manifest",
     "describe_param",
+    "environment_manifest",
     "explicit",
     "git_revision",
     "install_log_filter",

@@ -123,6 +123,15 @@ def job_manifest(
         },
         "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
         "config": dict(config),
+        **environment_manifest(registry, started),
+    }
+
+
+def environment_manifest(registry: Any, started: float) -> dict[str, Any]:
+    """What every job's manifest ends with, whatever the task: the plugins and their versions,
+    the git revision, the interpreter and platform, the command, when it started and how long
+    it took."""
+    return {
         "plugins": {
             name: {"distribution": p.distribution, "version": p.version, "error": p.error}
             for name, p in sorted(registry.plugins.items())

@@ -46,6 +46,7 @@ from omnistory_core.kit.jobs import (
     CallRecord,
     ComponentStats,
     LazyComponent,
+    MediaHasher,
     StageItem,
     Store,
     atomic_write_bytes,
@@ -54,11 +55,6 @@ from omnistory_core.kit.jobs import (
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import layout
 from omnistory_vistorybench.task import INPUTS, VISTORYBENCH
-
-try:  # the hasher is moving next to the other hashing helpers
-    from omnistory_core.kit.jobs import MediaHasher
-except ImportError:  # pragma: no cover - depends on the core's version
-    from omnistory_core.kit.jobs import MediaHasher
 
 log = logging.getLogger("omnistory")
 
@@ -536,10 +532,7 @@ def job_manifest(
     started: float,
 ) -> dict[str, Any]:
     """The manifest of one finished job (redacted when written)."""
-    import platform
-    import sys
-
-    from omnistory_core.kit.jobs import git_revision
+    from omnistory_core.kit.jobs import environment_manifest
 
     missing = sum(1 for r in rows if r["status"] != "ok")
     return {
@@ -564,17 +557,7 @@ def job_manifest(
         "missing": {"image": missing},
         "stats": {k: s.to_dict() for k, s in sorted(stats.items())},
         "config": dict(config),
-        "plugins": {
-            name: {"distribution": p.distribution, "version": p.version, "error": p.error}
-            for name, p in sorted(registry.plugins.items())
-        },
-        "omnistory_core_version": registry.plugins["builtin"].version,
-        "git_revision": git_revision(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "command": sys.argv,
-        "started": started,
-        "seconds": round(time.time() - started, 3),
+        **environment_manifest(registry, started),
     }
 
 
