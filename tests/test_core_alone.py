@@ -5,12 +5,12 @@ the built-in task; what needs omnistory-eval or omnistory-report says so in one 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from omnistory_testing import core_source_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pandas", "scipy", "matplotlib", "torch")
@@ -32,22 +32,7 @@ def _run(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
 def core_python(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("core_alone")
     source = base / "source"  # setuptools writes build folders into the tree it builds
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git",
-            ".venv",
-            ".venvs",
-            "outputs",
-            "*.egg-info",
-            "build",
-            "__pycache__",
-            "plugins",
-            "tests",
-            "benchmarks",
-        ),
-    )
+    core_source_copy(source)
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"

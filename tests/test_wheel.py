@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from omnistory_testing import core_source_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,22 +17,7 @@ def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     # build from a copy: setuptools leaves egg-info/build folders in the source tree
     source = tmp_path / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git",
-            ".venv",
-            ".venvs",
-            "outputs",
-            "*.egg-info",
-            "build",
-            "__pycache__",
-            "plugins",
-            "tests",
-            "benchmarks",
-        ),
-    )
+    core_source_copy(source)
     subprocess.run(
         [
             sys.executable,
