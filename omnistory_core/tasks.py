@@ -96,6 +96,15 @@ class Task:
     #: A task whose records or outputs differ (ViStoryBench: shots -> one image each) brings its
     #: own, built from the engine's stages, store and layout helpers.
     generate: Callable[[Any, Any], dict[str, Any]] | None = None
+    #: how the evaluation runner reads this task's job directories:
+    #: ``evaluation(job_dirs, config) -> TaskEvaluation`` (see the evaluation distribution's
+    #: ``runner.evaluate_task``); None: the core's story-continuation pools (one item per
+    #: transition, the job directory of :mod:`omnistory_core.jobdir`).
+    evaluation: Callable[..., Any] | None = None
+    #: how ``report --task NAME`` and the end of a sweep build this task's report:
+    #: ``report(out_dir, scores=..., run_dir=..., options=...) -> out_dir``; None: the report
+    #: distribution's Omni-StoryBench report.
+    report: Callable[..., Any] | None = None
 
     @property
     def track_names(self) -> tuple[str, ...]:

@@ -102,6 +102,18 @@ def _generate(cfg: Any, output_dir: Any) -> dict[str, Any]:
     return generate(cfg, output_dir)
 
 
+def _evaluation(job_dirs: Any, config: Any) -> Any:
+    from omnistory_vistorybench.evaluation import task_evaluation
+
+    return task_evaluation(job_dirs, config)
+
+
+def _report(out_dir: Any, **kwargs: Any) -> Any:
+    from omnistory_vistorybench.report import build_report
+
+    return build_report(out_dir, **kwargs)
+
+
 VISTORYBENCH = Task(
     name="vistorybench",
     version="1",
@@ -126,6 +138,8 @@ VISTORYBENCH = Task(
     tables=(PaperTable("leaderboard", "Rank-based leaderboard (full and lite splits)"),),
     load=_load,
     generate=_generate,
+    evaluation=_evaluation,
+    report=_report,
 )
 
 __all__ = ["COLUMNS", "EVALUATORS", "INPUTS", "LAYOUT", "TRACKS", "VISTORYBENCH"]
