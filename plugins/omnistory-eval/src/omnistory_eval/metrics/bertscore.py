@@ -99,11 +99,17 @@ class BERTScoreMetric(Metric):
 
         load_cache_first(self.checkpoints(self.params), self._load)
 
+    def resolved_model_type(self) -> str | None:
+        """The ``model_type`` handed to bert_score (None: its default for ``lang``); a subclass
+        that finds its checkpoint elsewhere (an installed package) overrides this."""
+        return self.params["model_type"]
+
     def _load(self) -> None:
         from bert_score import BERTScorer
 
         p = self.params
-        model = p["model_type"] or PAPER_MODEL
+        model_type = self.resolved_model_type()
+        model = model_type or PAPER_MODEL
         if p["idf"]:
             raise ValueError(
                 "bertscore: idf=True needs reference sentences up front; not supported"
@@ -111,7 +117,7 @@ class BERTScoreMetric(Metric):
         self._scorer = load_or_skip(
             model,
             lambda: BERTScorer(
-                model_type=p["model_type"],
+                model_type=model_type,
                 num_layers=p["num_layers"],
                 lang=p["lang"],
                 rescale_with_baseline=bool(p["rescale_with_baseline"]),
