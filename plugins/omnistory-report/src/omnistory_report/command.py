@@ -1,6 +1,11 @@
 """``python -m omnistory_core report``: leaderboard, statistics, figures and the HTML report.
 
     report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
+    report --task NAME [--scores PATH] [--run-dir DIR] [--bench-results-csv CSV ...] --out DIR
+
+A task that declares its own report (``Task.report``, e.g. ViStoryBench) builds it: the task is
+``--task``, else the one the run directory's job manifests name; every other task (and a run
+whose manifests name none) gets the Omni-StoryBench report below, unchanged.
 
 Writes every table and figure of :data:`omnistory_report.registry.PAPER_TABLES`, its own and the
 paper's numbered ones under their paper names (``tables/table08_dreamsim_correlations.csv``,
@@ -15,6 +20,7 @@ calls :func:`build_report` directly.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -226,18 +232,114 @@ def _parser() -> argparse.ArgumentParser:
         description="Leaderboard (valid-only and zero-filled), statistics, figures and the HTML "
         "report from a scores table.",
     )
-    p.add_argument("--scores", required=True, type=Path, help="scores.jsonl")
+    p.add_argument("--scores", type=Path, help="scores.jsonl (required for omnistorybench)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--run-dir", type=Path, help="run directory (system folders) for the HTML pages")
     p.add_argument("--bootstrap", type=int, default=DEFAULT_DRAWS, help="bootstrap draws")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
     p.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    p.add_argument(
+        "--task",
+        help="the task whose report to build (default: the one the run directory's job "
+        "manifests name, else omnistorybench)",
+    )
+    p.add_argument(
+        "--bench-results-csv",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="CSV",
+        help="an official bench_results CSV ranked beside the scores (repeatable: lite and "
+        "full; tasks with their own report, e.g. vistorybench)",
+    )
+    p.add_argument(
+        "--roster",
+        choices=("official", "all"),
+        default="official",
+        help="which published methods to rank: those of the official roster (default) or all "
+        "(vistorybench)",
+    )
     return p
+
+
+def job_tasks(run_dir: Path | None) -> list[str]:
+    """The task names the job manifests of ``run_dir`` (itself, else its children) name, in
+    order of first appearance; a manifest without a ``task`` is an Omni-StoryBench job."""
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    if run_dir is None:
+        return []
+    manifests = [run_dir / "manifest.json"]
+    if not manifests[0].is_file():
+        manifests = sorted(run_dir.glob("*/manifest.json")) if run_dir.is_dir() else []
+    names: dict[str, None] = {}
+    for path in manifests:
+        try:
+            task = json.loads(path.read_text(encoding="utf-8")).get("task")
+        except (OSError, ValueError, AttributeError):
+            continue  # an unreadable manifest is the report's to name, not the dispatch's
+        name = task.get("name") if isinstance(task, dict) else None
+        names[str(name) if name else DEFAULT_TASK] = None
+    return list(names)
+
+
+def report_task(name: str | None, run_dir: Path | None) -> Any:
+    """The :class:`~omnistory_core.tasks.Task` whose report to build: ``name``, else the one the
+    run's manifests name, else the default task.  UserError: unknown task, or a run that mixes
+    tasks with no ``--task`` to choose."""
+    from omnistory_core.errors import UserError
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    if name is None:
+        found = job_tasks(run_dir)
+        if len(found) > 1:
+            raise UserError(
+                f"{run_dir} holds jobs of several tasks ({', '.join(found)}): choose one"
+                " with --task"
+            )
+        name = found[0] if found else DEFAULT_TASK
+    return load_plugins().task(name)
+
+
+def task_report(task: Any, args: argparse.Namespace) -> int:
+    """``report`` of a task with its own report (``Task.report``); bad input is one line, exit 2."""
+    from omnistory_core.errors import UserError
+
+    options: dict[str, Any] = {"html": not args.no_html, "roster": args.roster}
+    if args.bench_results_csv:
+        options["bench_results_csv"] = list(args.bench_results_csv)
+    if args.scores is not None and not args.scores.is_file() and args.run_dir is None:
+        print(f"error: scores table not found: {args.scores}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    try:
+        out = Path(task.report(args.out, scores=args.scores, run_dir=args.run_dir, options=options))
+    except (UserError, ValueError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    where = out / "index.html" if not args.no_html else out / "leaderboard.csv"
+    print(f"report written to {where} ({time.perf_counter() - start:.1f} s)")
+    return 0
 
 
 def main(argv: list[str]) -> int:
     """Entry point; ``argv`` excludes the word ``report``.  Returns the exit status."""
-    args = _parser().parse_args(argv)
+    from omnistory_core.errors import UserError
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        task = report_task(args.task, args.run_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if task.report is not None:
+        return task_report(task, args)
+    if args.scores is None:
+        parser.error("the following arguments are required: --scores")
+    if args.bench_results_csv:
+        parser.error(f"--bench-results-csv is for tasks with their own report, not {task.name}")
     if args.bootstrap < 1:
         print("error: --bootstrap must be at least 1", file=sys.stderr)
         return 2
