@@ -1,0 +1,1 @@
+"""omnistory-clipart: ``image=clipart``, an image expert that needs no GPU and no hub download."""
