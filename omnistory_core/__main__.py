@@ -1,6 +1,7 @@
 """``python -m omnistory_core`` / ``omnistory``: the Hydra app plus subcommands.
 
 python -m omnistory_core [hydra overrides]      run a system (or a sweep with -m)
+python -m omnistory_core --verbose [...]        the same, keeping and showing full tracebacks
 python -m omnistory_core tasks                  the installed benchmarks (tasks)
 python -m omnistory_core plugins                list plugins, what they register, load errors
 python -m omnistory_core plugin new NAME --kind planner   a new plugin distribution to start from
@@ -14,6 +15,7 @@ omnistory-report.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from omnistory_core.seams import EVAL_DISTRIBUTION, REPORT_DISTRIBUTION
@@ -28,16 +30,42 @@ ELSEWHERE = {
 }
 
 
+#: the flag that keeps full tracebacks; stripped before Hydra parses the command line
+VERBOSE_FLAG = "--verbose"
+#: set by ``--verbose`` for this process and every process it starts (jobs, workers)
+VERBOSE_ENV = "OMNISTORY_VERBOSE"
+
+
+def take_verbose(argv: list[str], *, anywhere: bool) -> list[str]:
+    """``argv`` without ``--verbose``; when it was there, ``OMNISTORY_VERBOSE=1`` is set so
+    that worker processes (launchers, isolated components) see it too, and Hydra shows its full
+    errors.  ``anywhere``: any position (a run's command line, where Hydra knows no such flag);
+    else only before the first other argument (a subcommand's own flags are its own)."""
+    if anywhere:
+        rest = [a for a in argv if a != VERBOSE_FLAG]
+    else:
+        n = 0
+        while n < len(argv) and argv[n] == VERBOSE_FLAG:
+            n += 1
+        rest = argv[n:]
+    if len(rest) != len(argv):
+        os.environ[VERBOSE_ENV] = "1"
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    return rest
+
+
 def _hydra_main() -> int:
     import hydra
 
-    from omnistory_core.app import explain_missing_configs, task
+    from omnistory_core.app import explain_missing_configs, prepare_overrides, task
     from omnistory_core.redaction import check_overrides
 
     problem = check_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
     if problem:
         print(f"omnistory: {problem}", file=sys.stderr)
         return 2
+    # before Hydra composes: plain `tts.temperature=0.5` reaches the component's own check
+    sys.argv = [sys.argv[0], *prepare_overrides(take_verbose(sys.argv[1:], anywhere=True))]
     app = hydra.main(
         version_base="1.3", config_path="pkg://omnistory_core.conf", config_name="config"
     )(task)
@@ -62,7 +90,7 @@ def _is_command(word: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = take_verbose(sys.argv[1:] if argv is None else argv, anywhere=False)
     if argv and _is_command(argv[0]):
         from omnistory_core.plugins import load_plugins
 

@@ -17,15 +17,76 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from omnistory_core.errors import UserError
+from omnistory_core.errors import ConfigError, PluginError, UserError
+from omnistory_core.params import ParamOverride, force_param_overrides, parse_param_override
 from omnistory_core.redaction import redact
 from omnistory_core.run.generate import run_system
 from omnistory_core.tasks import selected_task
+
+
+def component_groups() -> tuple[str, ...]:
+    """Every component kind (planner, image, tts, backbone, metric, judge): the config groups
+    whose keys are component parameters."""
+    from omnistory_core.plugins import COMPONENT_HOOKS
+
+    return tuple(COMPONENT_HOOKS.values())
+
+
+def prepare_overrides(args: Sequence[str]) -> list[str]:
+    """The command line as Hydra gets it: parameters of component groups forced (``++``), so a
+    mistyped one is refused by the component, per job, in one line
+    (:func:`omnistory_core.params.force_param_overrides`)."""
+    register_help_resolver()
+    return force_param_overrides(args, component_groups())
+
+
+#: groups ``--help`` always lists, with "none installed" when no option exists
+HELP_GROUPS = ("task", "planner", "backbone", "image", "tts", "metric", "judge")
+
+
+def register_help_resolver() -> None:
+    """``${omnistory_help:groups}`` and ``${omnistory_help:commands}`` in ``hydra.help`` (see
+    ``conf/config.yaml``): what Hydra's help cannot know by itself."""
+    if not OmegaConf.has_resolver("omnistory_help"):
+        OmegaConf.register_new_resolver("omnistory_help", help_text)
+
+
+def help_text(what: str) -> str:
+    """``groups``: a line ``kind: none installed`` for each of :data:`HELP_GROUPS` that has no
+    option (Hydra lists only groups with options: no metric or judge without the evaluation
+    distribution); ``commands``: the subcommands installed."""
+    from omnistory_core.plugins import load_plugins
+
+    registry = load_plugins()
+    if what == "commands":
+        return ", ".join(sorted(registry.commands)) or "none"
+    if what != "groups":
+        raise ValueError(f"omnistory_help: unknown section {what!r}")
+    lines = []
+    for group in HELP_GROUPS:
+        if not _group_options(group, registry):
+            lines.append(f"{group}: none installed (python -m omnistory_core plugins)")
+    # Hydra's list ends with a newline: these lines follow it directly
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _group_options(group: str, registry: Any) -> list[str]:
+    """The options Hydra lists for ``group`` (what the help is rendering from); the registered
+    names when Hydra is not running."""
+    try:
+        from hydra.core.global_hydra import GlobalHydra
+
+        loader = GlobalHydra.instance().config_loader()
+        return list(loader.get_group_options(group))
+    except Exception:  # noqa: BLE001 - outside a Hydra app: the registry is the next best
+        return registry.names(group) or list(registry.tasks if group == "task" else [])
 
 
 def output_dir_of_current_job() -> Path:
@@ -78,6 +139,79 @@ def _with_plugin_hint(func):
         raise ConfigCompositionException(message) from exc.__cause__
 
 
+def job_param_overrides() -> list[ParamOverride]:
+    """The parameter overrides of this Hydra job (its command line and its sweep values)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    groups = component_groups()
+    found = (parse_param_override(o, groups) for o in overrides)
+    return [o for o in found if o is not None and o.is_parameter]
+
+
+def used_groups(cfg: DictConfig, task_generates: bool) -> tuple[dict[str, str], str]:
+    """The component groups this job builds (group -> component name) and how to name the
+    system in a message.
+
+    The core's generation resolves the system exactly as :func:`run.generate.prepare_system`
+    does (a default planner steps aside for a backbone, ...); a task with its own generation
+    builds what it chooses, so every group that names a component counts as used there."""
+    from omnistory_core.engine.system import chosen, job_config, resolve_system
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.run.generate import named_on_command_line
+
+    plain = job_config(cfg)
+    if task_generates:
+        names = {g: str(plain[g]["name"]) for g in component_groups() if chosen(plain.get(g))}
+        return names, " + ".join(f"{g}={n}" for g, n in names.items()) or "of this run"
+    for group in named_on_command_line():
+        if isinstance(plain.get(group), dict):
+            plain[group].pop("default_choice", None)
+    system = resolve_system(plain, load_plugins())
+    names = {g: str(node["name"]) for g, node in system.specs.items()}
+    return names, " + ".join(f"{g}={n}" for g, n in names.items())
+
+
+def check_param_overrides(cfg: DictConfig, task_generates: bool) -> None:
+    """Refuse a parameter for a group the job does not build (``backbone.top_k=4`` without a
+    backbone, ``planner.max_tokens=9`` with a backbone): it would be dropped silently.  The keys
+    of a group that is built are checked by the component itself when it is built."""
+    overrides = job_param_overrides()
+    for override in overrides:
+        if override.group in ("metric", "judge"):  # evaluators are never part of a system
+            raise ConfigError(
+                f"{override.text}: a generation run builds no {override.group}; set evaluator"
+                f" parameters with evaluation.overrides='[{override.group}.NAME.KEY=VALUE]' (or"
+                f" `python -m omnistory_core evaluate --set {override.group}.NAME.KEY=VALUE`)"
+            )
+    if not overrides:
+        return
+    used, system = used_groups(cfg, task_generates)
+    for override in overrides:
+        if override.group in used:
+            continue
+        fix = (
+            f"remove it (backbone={used['backbone']} makes what a {override.group} would)"
+            if "backbone" in used
+            else f"remove it or choose {override.group}=NAME"
+        )
+        raise ConfigError(
+            f"{override.text}: the system {system} has no {override.group}, so nothing would"
+            f" read it; {fix}"
+        )
+
+
+def check_available(cfg: DictConfig) -> None:
+    """A config of a plugin that failed to load (see :mod:`omnistory_core.unavailable`): one
+    line naming the plugin and why, for this job only."""
+    from omnistory_core.unavailable import MARKER
+
+    node = cfg.get(MARKER)
+    if node:
+        plain = OmegaConf.to_container(node, resolve=False)
+        raise PluginError("; ".join(str(v) for v in dict(plain).values()))  # type: ignore[arg-type]
+
+
 def task(cfg: DictConfig) -> None:
     """Hydra task: one system.  A configuration error is one clear line, not a traceback; in a
     sweep it is recorded in the job directory (``job_error.json``) and the other jobs go on."""
@@ -91,7 +225,9 @@ def task(cfg: DictConfig) -> None:
     if error_file.exists():
         error_file.unlink()
     try:
+        check_available(cfg)
         task_of_job = selected_task(cfg)
+        check_param_overrides(cfg, task_of_job.generate is not None)
         (task_of_job.generate or run_system)(cfg, output_dir)
     except UserError as exc:
         print(f"omnistory: error: {cfg.system_id}: {exc}", file=sys.stderr)

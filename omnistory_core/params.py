@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -298,6 +299,78 @@ def _yaml_value(value: Any) -> Any:
     return value
 
 
+# -- parameters on the command line -------------------------------------------------------------
+
+#: keys of a component group's node that are not parameters of the component: how it runs and
+#: whether ``<group>/default.yaml`` chose it.  Hydra checks them itself (they are in every node).
+NOT_PARAMETERS = frozenset({"runner", "default_choice"})
+
+_OVERRIDE = re.compile(
+    r"(?P<prefix>\+\+|\+|~)?(?P<group>[A-Za-z_]\w*)\.(?P<key>[A-Za-z_][\w-]*)"
+    r"(?P<rest>\.[^=@]*)?=(?P<value>.*)",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class ParamOverride:
+    """A command-line override of a component group's key: ``tts.temperature=0.5``,
+    ``++backbone.extra.top_k=4``.  ``key`` is the parameter (the first key under the group)."""
+
+    prefix: str
+    group: str
+    key: str
+    path: str
+    value: str
+
+    @property
+    def text(self) -> str:
+        """The override as the user wrote it, without Hydra's prefix."""
+        return f"{self.group}.{self.path}={self.value}"
+
+    @property
+    def is_parameter(self) -> bool:
+        """A parameter of the component (not its runner, not its ``name``)."""
+        return self.key not in NOT_PARAMETERS and self.key != "name"
+
+
+def parse_param_override(text: str, groups: Sequence[str]) -> ParamOverride | None:
+    """``text`` as an override of a key of one of the component ``groups``, or None (another
+    override, a flag, a deletion ``~tts.x``, a package override ``tts@x=...``)."""
+    match = _OVERRIDE.fullmatch(text)
+    if match is None or match["prefix"] == "~" or match["group"] not in groups:
+        return None
+    rest = match["rest"] or ""
+    return ParamOverride(
+        prefix=match["prefix"] or "",
+        group=match["group"],
+        key=match["key"],
+        path=match["key"] + rest,
+        value=match["value"],
+    )
+
+
+def force_param_overrides(args: Sequence[str], groups: Sequence[str]) -> list[str]:
+    """``args`` with every plain ``<group>.<key>=value`` of a component group written
+    ``++<group>.<key>=value``.
+
+    Why: a component's config node holds only the keys its yaml or declaration lists, and Hydra
+    refuses any other key of a plain override while it composes ("Key 'temprature' is not in
+    struct", exit 1, and in a sweep before any job runs).  Forced, the key reaches the job's
+    config and the component checks it when the job builds it (:func:`resolve_params`: one line
+    naming the component, the key, the known keys and a did-you-mean; in a sweep only the jobs
+    whose component refuses it fail).  ``runner`` and ``default_choice`` stay as written: they are
+    in every node, and Hydra's own check of them is right.  Sweep values (``=0.5,0.7``) are kept.
+    """
+    out = []
+    for arg in args:
+        parsed = parse_param_override(arg, groups)
+        if parsed is not None and not parsed.prefix and parsed.key not in NOT_PARAMETERS:
+            arg = "++" + arg
+        out.append(arg)
+    return out
+
+
 def describe(cls: type) -> list[dict[str, Any]] | None:
     """One row per parameter (name, type, default, doc, runtime, constraint), or None."""
     params = declared(cls)
@@ -306,13 +379,17 @@ def describe(cls: type) -> list[dict[str, Any]] | None:
 
 __all__ = [
     "IMPLICIT",
+    "NOT_PARAMETERS",
     "Param",
     "ParamError",
+    "ParamOverride",
     "check_declaration",
     "config_node",
     "declared",
     "describe",
+    "force_param_overrides",
     "key_params",
+    "parse_param_override",
     "resolve_params",
     "with_defaults",
 ]

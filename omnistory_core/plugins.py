@@ -153,10 +153,16 @@ def missing_config_hint(message: str, registry: Registry | None = None) -> str |
     match = _MISSING_CONFIG.search(message)
     if match is None:
         return None
-    failed = (registry or load_plugins()).failed()
+    return config_owner_hint(match.group(1) or match.group(2), registry or load_plugins())
+
+
+def config_owner_hint(config: str, registry: Registry, *, guess: bool = True) -> str | None:
+    """Why ``config`` (``system/x``) is missing, when a plugin that failed to load may own it:
+    the plugin whose distribution ships it and its error, else (``guess``) every failed plugin.
+    ``None`` when every plugin loaded, or none ships it and ``guess`` is false."""
+    failed = registry.failed()
     if not failed:
         return None
-    config = match.group(1) or match.group(2)
     see = "run `python -m omnistory_core plugins` to see why"
     owners = [info for info in failed if _shipped_config(info, config)]
     if owners:
@@ -165,6 +171,8 @@ def missing_config_hint(message: str, registry: Registry | None = None) -> str |
             f"'{config}' is shipped by plugin {owner.name!r} ({owner.distribution} "
             f"{owner.version}), which failed to load: {_one_line(owner.error or '', 200)}; {see}"
         )
+    if not guess:
+        return None
     return f"plugins that failed to load, which may provide '{config}': {_describe(failed)}; {see}"
 
 
@@ -390,6 +398,7 @@ def load_plugins(*, force: bool = False) -> Registry:
     global _registry
     with _lock:
         if _registry is not None and not force:
+            _register_unavailable_source(_registry)
             return _registry
         strict = _env_flag("OMNISTORY_STRICT_PLUGINS")
         blocked = {
@@ -422,8 +431,27 @@ def load_plugins(*, force: bool = False) -> Registry:
                     continue
                 _register_plugin(pm, registry, ep.name, ep.load, dist, version, strict)
         registry.manager = pm
+        if registry.failed():
+            # the configs of the failed plugins fail only the jobs that use them
+            # (omnistory_core.unavailable); last, after every plugin's own folder
+            registry.config_paths.append(UNAVAILABLE_PATH)
         _registry = registry
+        _register_unavailable_source(registry)
         return registry
+
+
+#: the search-path entry of :mod:`omnistory_core.unavailable` (kept in step with its ``PATH``)
+UNAVAILABLE_PATH = "omnistory-unavailable://"
+
+
+def _register_unavailable_source(registry: Registry) -> None:
+    """Tell Hydra the scheme of :data:`UNAVAILABLE_PATH` when it is on the search path.  Only
+    once Hydra is imported: its search-path plugin calls :func:`load_plugins` before it opens the
+    sources, so this runs in time, and a process that never composes a config imports no Hydra."""
+    if UNAVAILABLE_PATH in registry.config_paths and "hydra" in sys.modules:
+        from omnistory_core.unavailable import register_source
+
+        register_source()
 
 
 def _core_version() -> str:
