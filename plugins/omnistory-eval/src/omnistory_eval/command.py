@@ -1,5 +1,12 @@
 """``python -m omnistory_core evaluate RUN_DIR``: metrics and judges over a whole sweep.
 
+The run directory's task (its manifests' ``task.name``; ``--task`` names it) decides what is
+scored: Omni-StoryBench's pools (one item per transition), or the units a task with its own
+``evaluation`` gives (ViStoryBench: shots, stories and the run).  Such a task also scores an
+external outputs tree (``--outputs DIR`` with the ``dataset.*`` options it answers), its scores
+written to RUN_DIR (default: ``<DIR>-evaluation`` beside it).  ``--dry-run`` plans the
+evaluation (calls, cached results, estimated cost) and scores nothing.
+
 Before scoring anything, every requested evaluator is checked (package, weights, server, key);
 problems are listed together with their remedies and nothing is scored (exit status 2) unless
 ``--allow-partial``.  The run ends with rows per status for each evaluator; it exits 1 while any
@@ -15,6 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from omnistory_core.errors import UserError
+from omnistory_core.jobdir import JobDirError
+from omnistory_core.tasks import DEFAULT_TASK, Task
 from omnistory_eval.evaluators import (  # noqa: F401 - also importable from here
     build_evaluators,
     evaluator_config,
@@ -46,6 +56,154 @@ class EvaluationRun:
         return sum(1 for r in self.rows if r.status == "error")
 
 
+class EvaluationInputError(UserError):
+    """A run that cannot be evaluated as asked (one line, exit 2)."""
+
+
+def run_task(run_dir: Path, task_name: str | None, outputs: Path | None) -> Task:
+    """The task whose outputs are evaluated: ``--task``, else the one every job directory of
+    ``run_dir`` names (Omni-StoryBench when none does); mixed tasks are refused."""
+    from omnistory_core.plugins import load_plugins
+    from omnistory_eval.runner import discover_manifests
+
+    registry = load_plugins()
+    found = {job.task for job in discover_manifests(run_dir)}
+    if len(found) > 1:
+        raise EvaluationInputError(f"{run_dir}: job directories of several tasks: {sorted(found)}")
+    if task_name is None and outputs is not None and not found:
+        own = [t.name for t in registry.tasks.values() if t.evaluation is not None]
+        raise EvaluationInputError(
+            f"--outputs {outputs}: name the task whose layout it follows (--task NAME;"
+            f" installed tasks that read one: {', '.join(sorted(own)) or 'none'})"
+        )
+    if task_name is not None and found and found != {task_name}:
+        raise EvaluationInputError(
+            f"--task {task_name}: the job directories of {run_dir} are of task {found.pop()}"
+        )
+    return registry.task(task_name or (found.pop() if found else DEFAULT_TASK))
+
+
+def task_evaluation_of(
+    task: Task,
+    run_dir: Path,
+    *,
+    outputs: Path | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> Any:
+    """What ``task.evaluation`` gives for the complete job directories of ``run_dir`` and an
+    external outputs tree: the systems and their units per scope."""
+    from omnistory_eval.runner import discover_manifests
+
+    assert task.evaluation is not None
+    jobs = [job.path for job in discover_manifests(run_dir)]
+    if outputs is not None:
+        outputs = outputs.resolve()
+        if run_dir.resolve().is_relative_to(outputs):
+            raise EvaluationInputError(
+                f"{run_dir}: the scores cannot lie inside the outputs tree {outputs} (its"
+                " folders would read as methods); name another RUN_DIR"
+            )
+    elif not jobs:
+        raise EvaluationInputError(
+            f"{run_dir}: no complete job directory (manifest.json) of task {task.name} found"
+        )
+    config = {"outputs": str(outputs) if outputs is not None else None, "dataset": dataset or {}}
+    return task.evaluation(jobs, config)
+
+
+def check_scopes(task: Task, evaluators: list[Any], units: dict[str, list[Any]]) -> None:
+    """Refuse an evaluator whose inputs the task's units do not have (a metric of another task)."""
+    from omnistory_eval.runner import unprovided_inputs
+
+    for evaluator in evaluators:
+        problem = unprovided_inputs(evaluator, units)
+        if problem is not None:
+            scope, names = problem
+            raise EvaluationInputError(
+                f"{evaluator.key()} reads {', '.join(names)}, which the {scope} units of task"
+                f" {task.name} do not provide; its evaluators: {', '.join(task.evaluators)}"
+            )
+
+
+def default_run_dir(outputs: Path) -> Path:
+    """Where the scores of an external outputs tree go by default: ``<DIR>-evaluation``."""
+    outputs = outputs.resolve()
+    return outputs.with_name(f"{outputs.name}-evaluation")
+
+
+def _write_results(
+    run_dir: Path, result: Any, naive_items: int, units: dict[str, int] | None = None
+) -> Path:
+    """``scores.jsonl`` (merged with the rows of other evaluators), ``evaluation_stats.json``
+    and ``audit/``."""
+    from omnistory_core.scores import read_scores, write_scores
+    from omnistory_eval.runner import merge_rows, status_counts
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    scores_path = run_dir / "scores.jsonl"
+    existing = list(read_scores(scores_path)) if scores_path.exists() else []
+    write_scores(scores_path, merge_rows(existing, result.rows))
+    stats: dict[str, Any] = {
+        "components": {k: s.to_dict() for k, s in sorted(result.stats.items())},
+        "items": result.items,
+        "naive_items": naive_items,
+        "statuses": status_counts(result.rows),
+    }
+    if units is not None:
+        stats["units"] = units
+    (run_dir / "evaluation_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    for key, records in result.audit.items():
+        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+        (audit_dir / f"{key.replace('/', '-')}.jsonl").write_text(text, encoding="utf-8")
+    return scores_path
+
+
+def evaluate_task_run(
+    task: Task,
+    run_dir: Path,
+    *,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str] | None = None,
+    store_path: Path | None = None,
+    retry_failures: bool = False,
+    progress_enabled: bool = True,
+    allow_partial: bool = False,
+    outputs: Path | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> EvaluationRun:
+    """:func:`evaluate_run` for a task with its own ``evaluation``: its units per scope, each
+    evaluator over those of its scope."""
+    from omnistory_core.engine.progress import progress_bars
+    from omnistory_core.engine.store import Store
+    from omnistory_eval.preflight import PreflightFailed, causes_by_evaluator, preflight
+    from omnistory_eval.runner import evaluate_task, task_units
+
+    evaluation = task_evaluation_of(task, run_dir, outputs=outputs, dataset=dataset)
+    units = task_units(evaluation)
+    recorded = getattr(evaluation, "store", None)
+    store = Store(store_path or Path(recorded or run_dir / "store"))
+    evaluators = build_evaluators(metrics, judges, overrides or [], store.root)
+    check_scopes(task, evaluators, units)
+    problems = preflight(evaluators)
+    if problems and not allow_partial:
+        raise PreflightFailed(problems)
+    with progress_bars(progress_enabled) as progress:
+        result = evaluate_task(
+            evaluation,
+            evaluators,
+            store,
+            progress=progress,
+            retry_failures=retry_failures,
+            blocked=causes_by_evaluator(problems),
+        )
+    counts = {scope: len(found) for scope, found in units.items()}
+    scores_path = _write_results(run_dir, result, counts.get("item", 0), counts)
+    return EvaluationRun(scores_path, result.rows)
+
+
 def evaluate_run(
     run_dir: Path,
     *,
@@ -56,22 +214,38 @@ def evaluate_run(
     retry_failures: bool = False,
     progress_enabled: bool = True,
     allow_partial: bool = False,
+    task: str | None = None,
+    outputs: Path | None = None,
+    dataset: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """Pre-flight, then score.  Raises :class:`~.preflight.PreflightFailed` (nothing scored) when
     an evaluator cannot run, unless ``allow_partial``: then the others are scored and the ones
-    that cannot run get ``error`` rows."""
+    that cannot run get ``error`` rows.  ``task``, ``outputs`` and ``dataset``: see
+    :func:`run_task` and :func:`task_evaluation_of` (a task with its own ``evaluation``)."""
+    selected = run_task(run_dir, task, outputs)
+    if selected.evaluation is not None:
+        return evaluate_task_run(
+            selected,
+            run_dir,
+            metrics=metrics,
+            judges=judges,
+            overrides=overrides,
+            store_path=store_path,
+            retry_failures=retry_failures,
+            progress_enabled=progress_enabled,
+            allow_partial=allow_partial,
+            outputs=outputs,
+            dataset=dataset,
+        )
+    if outputs is not None:
+        raise EvaluationInputError(
+            f"--outputs: task {selected.name} reads its job directories only (pass RUN_DIR)"
+        )
     from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.progress import progress_bars
     from omnistory_core.engine.store import Store
-    from omnistory_core.scores import read_scores, write_scores
     from omnistory_eval.preflight import PreflightFailed, causes_by_evaluator, preflight
-    from omnistory_eval.runner import (
-        RunDirError,
-        discover_systems,
-        evaluate_systems,
-        merge_rows,
-        status_counts,
-    )
+    from omnistory_eval.runner import RunDirError, discover_systems, evaluate_systems
 
     systems = discover_systems(run_dir)
     if not systems:
@@ -100,21 +274,7 @@ def evaluate_run(
             retry_failures=retry_failures,
             blocked=causes_by_evaluator(problems),
         )
-    scores_path = run_dir / "scores.jsonl"
-    existing = list(read_scores(scores_path)) if scores_path.exists() else []
-    write_scores(scores_path, merge_rows(existing, result.rows))
-    stats = {
-        "components": {k: s.to_dict() for k, s in sorted(result.stats.items())},
-        "items": result.items,
-        "naive_items": len(systems) * len(examples),
-        "statuses": status_counts(result.rows),
-    }
-    (run_dir / "evaluation_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
-    audit_dir = run_dir / "audit"
-    audit_dir.mkdir(exist_ok=True)
-    for key, records in result.audit.items():
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-        (audit_dir / f"{key.replace('/', '-')}.jsonl").write_text(text, encoding="utf-8")
+    scores_path = _write_results(run_dir, result, len(systems) * len(examples))
     return EvaluationRun(scores_path, result.rows)
 
 
@@ -206,18 +366,80 @@ def evaluate_and_summarize(run_dir: Path, **kwargs: Any) -> tuple[int, Path | No
     return 0, run.scores_path
 
 
+def split_positionals(values: list[str]) -> tuple[Path | None, dict[str, Any]]:
+    """RUN_DIR and the ``dataset=NAME`` / ``dataset.KEY=VALUE`` options among the positional
+    arguments (values read as YAML: ``dataset.stories=[1,8]``)."""
+    import yaml
+
+    run_dir: Path | None = None
+    dataset: dict[str, Any] = {}
+    for value in values:
+        if "=" not in value:
+            if run_dir is not None:
+                raise EvaluationInputError(f"two run directories given: {run_dir} and {value}")
+            run_dir = Path(value)
+            continue
+        key, _, text = value.partition("=")
+        if key == "dataset":
+            dataset["name"] = text
+        elif key.startswith("dataset.") and key.count(".") == 1:
+            try:
+                dataset[key.split(".", 1)[1]] = yaml.safe_load(text) if text else None
+            except yaml.YAMLError as exc:
+                raise EvaluationInputError(f"{value}: not a YAML value: {exc}") from None
+        else:
+            raise EvaluationInputError(
+                f"{value}: evaluate takes dataset=NAME and dataset.KEY=VALUE options only (an"
+                " evaluator parameter is --set metric.NAME.KEY=VALUE)"
+            )
+    return run_dir, dataset
+
+
+def default_metrics(run_dir: Path, task_name: str | None, outputs: Path | None) -> list[str]:
+    """The metrics ``evaluate`` runs when ``--metrics`` is not given: a task with its own
+    evaluation runs its declared evaluators that are metrics; Omni-StoryBench its three."""
+    from omnistory_core.plugins import load_plugins
+
+    task = run_task(run_dir, task_name, outputs)
+    if task.evaluation is None:
+        return list(DEFAULT_METRICS)
+    registry = load_plugins()
+    return [n for n in task.evaluators if n in registry.names("metric")]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="omnistory evaluate", description=__doc__)
-    parser.add_argument("run_dir", type=Path, help="a sweep directory or one job directory")
+    parser.add_argument(
+        "positionals",
+        nargs="*",
+        metavar="RUN_DIR | dataset.KEY=VALUE",
+        help="a sweep directory or one job directory (with --outputs: where the scores go,"
+        " default <DIR>-evaluation); dataset=NAME and dataset.KEY=VALUE: the dataset the runs"
+        " answer (overrides a manifest's; required for --outputs)",
+    )
     parser.add_argument(
         "--metrics",
-        default=",".join(DEFAULT_METRICS),
-        help="comma-separated metric names ('' for none)",
+        default=None,
+        help="comma-separated metric names ('' for none; default: "
+        + ",".join(DEFAULT_METRICS)
+        + ", or the task's own metrics)",
     )
     parser.add_argument(
         "--judges",
         default="",
         help="comma-separated judge ids or panels (panel_a, panel_b, panel_c, all)",
+    )
+    parser.add_argument(
+        "--task",
+        default=None,
+        help="the task of the outputs (default: the one the job manifests name)",
+    )
+    parser.add_argument(
+        "--outputs",
+        type=Path,
+        default=None,
+        help="an external outputs tree in the task's official layout (every run found is a"
+        " system), scored instead of job directories",
     )
     parser.add_argument(
         "--set",
@@ -244,19 +466,57 @@ def main(argv: list[str]) -> int:
         help="score with the evaluators that can run; the others get 'error' rows (the exit "
         "status is still non-zero)",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan the evaluation (calls, cached results, cost) and score nothing",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not rebuild the report")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    status, scores = evaluate_and_summarize(
-        args.run_dir,
-        metrics=_split(args.metrics),
-        judges=_split(args.judges),
-        overrides=args.overrides,
-        store_path=args.store,
-        retry_failures=args.retry_failures,
-        progress_enabled=not args.no_progress,
-        allow_partial=args.allow_partial,
-    )
+    try:
+        run_dir, dataset = split_positionals(args.positionals)
+        if run_dir is None:
+            if args.outputs is None:
+                parser.error("a run directory is required (or --outputs DIR)")
+            run_dir = default_run_dir(args.outputs)
+        metrics = (
+            _split(args.metrics)
+            if args.metrics is not None
+            else default_metrics(run_dir, args.task, args.outputs)
+        )
+    except JobDirError as exc:
+        raise EvaluationInputError(" ".join(str(exc).split())) from None
+    if args.dry_run:
+        from omnistory_eval.plan import print_run_plan
+
+        return print_run_plan(
+            run_dir,
+            metrics=metrics,
+            judges=_split(args.judges),
+            overrides=args.overrides,
+            store_path=args.store,
+            allow_partial=args.allow_partial,
+            task=args.task,
+            outputs=args.outputs,
+            dataset=dataset,
+        )
+    try:
+        status, scores = evaluate_and_summarize(
+            run_dir,
+            metrics=metrics,
+            judges=_split(args.judges),
+            overrides=args.overrides,
+            store_path=args.store,
+            retry_failures=args.retry_failures,
+            progress_enabled=not args.no_progress,
+            allow_partial=args.allow_partial,
+            task=args.task,
+            outputs=args.outputs,
+            dataset=dataset,
+        )
+    except JobDirError as exc:  # a malformed job directory file: it names the file and line
+        raise EvaluationInputError(" ".join(str(exc).split())) from None
     if scores is None:
         return status
     print(f"scores: {scores}")
@@ -267,9 +527,9 @@ def main(argv: list[str]) -> int:
 
         registry = load_plugins()
         if registry.has_sweep_finished():
-            evaluation = {"metrics": _split(args.metrics), "judges": _split(args.judges)}
-            status = max(status, registry.sweep_finished(args.run_dir, {"evaluation": evaluation}))
-            print(f"report: {args.run_dir / 'report'}")
+            evaluation = {"metrics": metrics, "judges": _split(args.judges)}
+            status = max(status, registry.sweep_finished(run_dir, {"evaluation": evaluation}))
+            print(f"report: {run_dir / 'report'}")
         else:
             print(f"no report: install {REPORT_DISTRIBUTION} for one (or pass --no-report)")
     return status

@@ -6,6 +6,12 @@ hashes of exactly the inputs it reads), so a narration shared by several systems
 re-running resumes where it stopped, and a fully scored sweep loads no model.  Every (system,
 example) gets its rows: a missing output becomes ``missing_output`` rows without any call.
 
+A task with its own ``evaluation`` (:class:`omnistory_core.tasks.Task`; ViStoryBench) hands the
+runner its units per scope instead (:func:`evaluate_task`): one per item, per group (story) or per
+run (system), each a pool of inputs and the candidate inputs it lacks; every evaluator scores the
+units of its declared ``scope`` through the same stages, store and statuses, its rows carrying that
+``scope`` (``example_id``: the item id, the group id, ``""`` for the run).
+
 An evaluator that could not answer (see :mod:`omnistory_eval.outcomes`) gives ``error``
 rows carrying the cause.  Such outcomes never reach the store — and any an older version stored
 are ignored — so the next run computes them again without being asked to.
@@ -13,7 +19,7 @@ are ignored — so the next run computes them again without being asked to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -24,8 +30,9 @@ from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.job import example_inputs
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
 from omnistory_core.engine.store import CallRecord, Store
-from omnistory_core.jobdir import JobDir, JobDirError, discover_job_dirs
+from omnistory_core.jobdir import MANIFEST, JobDir, JobDirError, discover_job_dirs
 from omnistory_core.scores import ScoreRow
+from omnistory_core.tasks import DEFAULT_TASK
 from omnistory_eval.outcomes import record_error_cause
 
 CANDIDATE_MODALITY = {
@@ -37,6 +44,17 @@ CANDIDATE_MODALITY = {
 
 class RunDirError(JobDirError):
     """A run directory that cannot be evaluated."""
+
+
+@dataclass(frozen=True)
+class PoolUnit:
+    """One unit an evaluator scores: its system, the ``example_id`` its rows carry, its inputs and
+    the candidate inputs it lacks (an evaluator reading one of those gets ``missing_output``)."""
+
+    system: str
+    example_id: str
+    pool: Mapping[str, Any]
+    missing: frozenset[str] | set[str] = frozenset()
 
 
 @dataclass
@@ -52,6 +70,55 @@ class EvaluationResult:
 def discover_systems(run_dir: Path) -> list[JobDir]:
     """Complete job directories (with a manifest) below ``run_dir``, or ``run_dir`` itself."""
     return [job for job in discover_job_dirs(run_dir) if job.complete]
+
+
+@dataclass(frozen=True)
+class FoundJob:
+    """A job directory as its manifest alone describes it (any task's: the rest of the
+    directory is the task's own layout)."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def system_id(self) -> str:
+        return str(self.manifest.get("system_id") or self.path.name)
+
+    @property
+    def task(self) -> str:
+        node = self.manifest.get("task")
+        name = node.get("name") if isinstance(node, dict) else node
+        return str(name or DEFAULT_TASK)
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest.get("status") == "complete"
+
+
+def discover_manifests(run_dir: Path) -> list[FoundJob]:
+    """The complete job directories of ``run_dir`` (itself, or its children holding a
+    ``manifest.json``), read from their manifests only, in path order."""
+    import json
+
+    root = Path(run_dir)
+    if (root / MANIFEST).is_file():
+        paths = [root]
+    elif root.is_dir():
+        paths = sorted(child for child in root.iterdir() if (child / MANIFEST).is_file())
+    else:
+        paths = []
+    found = []
+    for path in paths:
+        try:
+            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise RunDirError(f"{path / MANIFEST}: not valid JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise RunDirError(f"{path / MANIFEST}: expected a JSON object")
+        job = FoundJob(path, manifest)
+        if job.complete:
+            found.append(job)
+    return found
 
 
 def example_pool(example: StoryExample, media: MediaHasher) -> dict[str, Any]:
@@ -100,15 +167,20 @@ def outcome_error(evaluator: Evaluator, outcome: CallRecord | Failure | None) ->
 
 
 def rows_for(
-    evaluator: Evaluator, system: str, example_id: str, outcome: CallRecord | Failure | None
+    evaluator: Evaluator,
+    system: str,
+    example_id: str,
+    outcome: CallRecord | Failure | None,
+    scope: str = "item",
 ) -> list[ScoreRow]:
     kind = evaluator.kind
-    base = dict(
+    base: dict[str, Any] = dict(
         system=system,
         example_id=example_id,
         kind=kind,
         track=evaluator.track,
         evaluator=evaluator.name,
+        scope=scope,
     )
     if outcome is None:
         return [
@@ -170,27 +242,92 @@ def evaluate_systems(
     """Score every (system, example) with every evaluator.  ``blocked``: evaluator key -> why it
     cannot run here (the pre-flight's finding): it is not loaded and its items get ``error``
     rows with that cause."""
+    media = MediaHasher()
+    units: list[PoolUnit] = []
+    for system in systems:
+        for example in examples:
+            pool, missing = candidate_pool(system, example, media)
+            units.append(PoolUnit(system.system_id, example.id, pool, missing))
+    return score_units(
+        {"item": units},
+        evaluators,
+        store,
+        progress=progress,
+        retry_failures=retry_failures,
+        blocked=blocked,
+    )
+
+
+def evaluate_task(
+    evaluation: Any,
+    evaluators: Iterable[Evaluator],
+    store: Store,
+    *,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    retry_failures: bool = False,
+    blocked: dict[str, str] | None = None,
+) -> EvaluationResult:
+    """Score the units a task's ``evaluation`` returned (``units``: scope -> units with
+    ``system``, ``example_id``, ``pool``, ``missing``), each evaluator those of its scope."""
+    return score_units(
+        task_units(evaluation),
+        evaluators,
+        store,
+        progress=progress,
+        retry_failures=retry_failures,
+        blocked=blocked,
+    )
+
+
+def task_units(evaluation: Any) -> dict[str, list[Any]]:
+    """scope -> units of a task's evaluation (a mapping, or an object with ``units``)."""
+    units = evaluation.get("units") if isinstance(evaluation, Mapping) else evaluation.units
+    return {str(scope): list(found) for scope, found in dict(units or {}).items()}
+
+
+def unprovided_inputs(
+    evaluator: Evaluator, units: Mapping[str, Sequence[Any]]
+) -> tuple[str, list[str]] | None:
+    """(scope, names) when an evaluator reads inputs the units of its scope do not provide (a
+    metric of another task), or when its scope has no units; None when it fits."""
+    scope = str(getattr(evaluator, "scope", "item"))
+    found = units.get(scope)
+    if found is None:
+        return scope, list(evaluator.reads)
+    provided: set[str] = set()
+    for unit in found:
+        provided |= set(unit.pool) | set(unit.missing)
+    absent = [name for name in evaluator.reads if name not in provided]
+    return (scope, absent) if absent and found else None
+
+
+def score_units(
+    units: Mapping[str, Sequence[Any]],
+    evaluators: Iterable[Evaluator],
+    store: Store,
+    *,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    retry_failures: bool = False,
+    blocked: dict[str, str] | None = None,
+) -> EvaluationResult:
+    """Every evaluator over the units of its ``scope`` (``units``: scope -> units), evaluator
+    major: a unit lacking an input the evaluator reads gets ``missing_output`` rows and no call;
+    the others are keyed and computed once each through the store."""
     progress = progress or (lambda label, total: lambda n: None)
     blocked = blocked or {}
     # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
     store = cast(Store, store if isinstance(store, ResultStore) else ResultStore(store))
-    media = MediaHasher()
-    pools: dict[tuple[int, int], tuple[dict[str, Any], set[str]]] = {}
-    for s, system in enumerate(systems):
-        for example in examples:
-            pools[(s, example.index)] = candidate_pool(system, example, media)
     result = EvaluationResult(rows=[])
     for evaluator in evaluators:
+        scope = str(getattr(evaluator, "scope", "item"))
         stats = result.stats.setdefault(evaluator.key(), ComponentStats())
         items, owners = [], []
-        for s, system in enumerate(systems):
-            for example in examples:
-                pool, missing = pools[(s, example.index)]
-                owners.append((system.system_id, example.id))
-                if missing & set(evaluator.reads):
-                    items.append(None)
-                else:
-                    items.append({name: pool[name] for name in evaluator.reads})
+        for unit in units.get(scope, ()):
+            owners.append((unit.system, unit.example_id))
+            if set(unit.missing) & set(evaluator.reads):
+                items.append(None)
+            else:
+                items.append({name: unit.pool[name] for name in evaluator.reads})
         stage_items = [StageItem(n, item) for n, item in enumerate(items) if item is not None]
         result.items[evaluator.key()] = len(stage_items)
         if evaluator.key() in blocked:
@@ -213,10 +350,11 @@ def evaluate_systems(
             lazy.release()
         for n, (system_id, example_id) in enumerate(owners):
             outcome = outcomes.get(n)
-            result.rows.extend(rows_for(evaluator, system_id, example_id, outcome))
-            result.audit.setdefault(evaluator.key(), []).append(
-                audit_record(system_id, example_id, outcome, outcome_error(evaluator, outcome))
-            )
+            result.rows.extend(rows_for(evaluator, system_id, example_id, outcome, scope))
+            record = audit_record(system_id, example_id, outcome, outcome_error(evaluator, outcome))
+            if scope != "item":  # item records keep the fields they always had
+                record["scope"] = scope
+            result.audit.setdefault(evaluator.key(), []).append(record)
     return result
 
 

@@ -1,8 +1,10 @@
 """The plugin hooks of omnistory-vistorybench (entry point ``vistorybench``).
 
-Registers the task, the Copy-Paste Baseline image expert, the ViStory dataset loader (under
-``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
-``task/vistorybench``, ``dataset/vistory*`` and ``system/copy_paste``.  Each hook imports only
+Registers the task, the Copy-Paste Baseline image expert, the five metrics (``cids``, ``csd``,
+``prompt_align``, ``aesthetic``, ``diversity``: the task's ``EVALUATORS``), the ViStory dataset
+loader (under ``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder
+holding ``task/vistorybench``, ``dataset/vistory*``, ``system/copy_paste`` and
+``metric/<name>``.  Each hook imports only
 what it registers; nothing heavy.
 """
 
@@ -43,6 +45,14 @@ def register_image_experts(register: Callable[[type], None]) -> None:
     from omnistory_vistorybench.experts import IMAGE_EXPERTS
 
     for cls in IMAGE_EXPERTS:
+        register(cls)
+
+
+@hookimpl
+def register_metrics(register: Callable[[type], None]) -> None:
+    from omnistory_vistorybench.metrics import metric_classes
+
+    for cls in metric_classes():
         register(cls)
 
 

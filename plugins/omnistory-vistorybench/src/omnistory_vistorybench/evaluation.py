@@ -1,0 +1,382 @@
+"""What the evaluation runner scores for ViStoryBench: the task's ``evaluation``.
+
+:func:`task_evaluation` turns ViStoryBench runs into the units the evaluators score, one list per
+scope (the core's :class:`omnistory_core.tasks.Task` ``evaluation`` contract):
+
+========  ===================  ===========================================================
+scope     ``example_id``       pool (the names the metrics ``reads``; see ``metrics._common``)
+========  ===================  ===========================================================
+item      the shot id          ``candidate_image`` (the shot's image), ``shot`` (its texts and
+          (``"01_03"``)        onstage characters)
+group     the story id         ``candidate_shots`` (``{index: Media | None}`` over the story's
+          (``"01"``)           shots), ``story_images`` (every shot image of the story folder),
+                               ``characters`` (``{key: {name, tag, refs}}``), ``shots``
+run       ``""``               ``candidate_images`` (every shot image of the run)
+========  ===================  ===========================================================
+
+An input is *missing* when the run has no output for it: a shot without an image
+(``candidate_image``), a story without any image of its shots (``candidate_shots``) or in its
+folder (``story_images``), a run without any image (``candidate_images``).  The runner gives an
+evaluator that reads a missing input ``missing_output`` rows and makes no call, which is the
+official driver's rule of skipping a story without outputs.
+
+Runs come from two places, read the same way (:func:`omnistory_vistorybench.layout.read_outputs`):
+
+* job directories of this task (``manifest.json`` with ``task.name: vistorybench``): one system
+  each, named by its ``system_id``; the dataset is the manifest's (``dataset`` options given on
+  the command line override it, e.g. a moved ``root``);
+* an external outputs tree in either official layout (methods that ran elsewhere): every
+  (method, mode, language, timestamp) run is a system named ``<method>``, with ``/<mode>``,
+  ``/<lang>``, ``/<timestamp>`` appended when the tree holds several of that level for the
+  method; the dataset comes from the ``dataset`` options (the run's language is its folder's).
+
+Shot texts are given in English and in the run's language (``{"en": ..., "ch": ...}``): the
+official evaluators score every run against the English text (``faithful``), the alternative
+reads the run's language.  ``character_key`` lists the shot's defined characters followed by any
+key it lists that the story does not define (so CIDS can apply its rule for those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.api import ConfigError, UserError
+from omnistory_core.kit.jobs import MediaHasher
+from omnistory_vistorybench import dataset as vistory
+from omnistory_vistorybench import layout
+from omnistory_vistorybench.task import VISTORYBENCH
+
+#: scope -> the candidate inputs a unit of that scope may lack
+CANDIDATE_INPUTS: dict[str, tuple[str, ...]] = {
+    "item": ("candidate_image",),
+    "group": ("candidate_shots", "story_images"),
+    "run": ("candidate_images",),
+}
+#: the shot text fields given to the metrics (the official loader's names)
+TEXT_FIELDS: tuple[str, ...] = ("plot", "scene", "camera", "script")
+
+
+class EvaluationError(UserError):
+    """ViStoryBench runs that cannot be evaluated (one line naming the folder or file)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing an evaluator of some scope scores: its system, its ``example_id`` (shot id,
+    story id or ``""``), its inputs and the candidate inputs it lacks."""
+
+    system: str
+    example_id: str
+    pool: dict[str, Any]
+    missing: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class EvaluatedSystem:
+    """One run scored as a system: where it lies, its official run key and its dataset."""
+
+    system: str
+    path: Path
+    run: layout.RunKey
+    spec: dict[str, Any]
+    fingerprint: str
+    store: str | None = None
+
+
+@dataclass
+class TaskEvaluation:
+    """The runs to score and their units per scope (what the evaluation runner iterates)."""
+
+    systems: list[EvaluatedSystem]
+    units: dict[str, list[Unit]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def store(self) -> str | None:
+        """The store the job directories recorded (the first one's), or None."""
+        return next((s.store for s in self.systems if s.store), None)
+
+    def scoped(self, scope: str) -> list[Unit]:
+        return self.units.get(scope, [])
+
+
+# -- the entry point ------------------------------------------------------------------------------
+
+
+def task_evaluation(
+    job_dirs: Iterable[Any], config: Mapping[str, Any] | None = None
+) -> TaskEvaluation:
+    """The units of ``job_dirs`` (complete job directories of this task: paths, or objects with
+    a ``path``) and of ``config["outputs"]`` (an external outputs tree, optional).
+
+    ``config`` keys: ``outputs`` (a folder in either official layout), ``dataset`` (dataset
+    options: ``name``, ``root``, ``split``, ``stories``; they override a manifest's),
+    ``latest`` (read only the newest timestamp subfolder of a story folder, as the official
+    reader's own default; the official driver merges them all, the default here).
+    Raises :class:`EvaluationError` or :class:`~omnistory_core.api.ConfigError` in one line."""
+    config = dict(config or {})
+    options = dict(config.get("dataset") or {})
+    latest = bool(config.get("latest", False))
+    found: list[tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]] = []
+    for job in job_dirs:
+        found.append(_job_run(Path(getattr(job, "path", job)), options, latest))
+    outputs = config.get("outputs")
+    if outputs:
+        found.extend(_tree_runs(Path(str(outputs)), options, latest))
+    if not found:
+        raise EvaluationError("no ViStoryBench run to evaluate")
+    names = [f[0] for f in found]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise EvaluationError(f"several runs claim the system ids {dupes}")
+    media = MediaHasher()
+    datasets: dict[str, _Dataset] = {}
+    result = TaskEvaluation(systems=[], units={scope: [] for scope in CANDIDATE_INPUTS})
+    for system, path, run, spec, store in found:
+        data = _dataset(datasets, {**spec, "language": run.key.language})
+        result.systems.append(
+            EvaluatedSystem(system, path, run.key, data.spec, data.fingerprint, store)
+        )
+        for scope, units in run_units(system, run, data, media).items():
+            result.units[scope].extend(units)
+    return result
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def _job_run(
+    job: Path, options: Mapping[str, Any], latest: bool
+) -> tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]:
+    """One job directory's run: (system id, path, run, dataset spec, store)."""
+    import json
+
+    manifest_path = job / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvaluationError(f"{manifest_path}: cannot read the manifest: {exc}") from None
+    task = (manifest.get("task") or {}).get("name")
+    if task != VISTORYBENCH.name:
+        raise EvaluationError(f"{manifest_path}: field 'task' is {task!r}, not 'vistorybench'")
+    info = manifest.get("layout") or {}
+    try:
+        key = layout.RunKey(
+            str(info["method"]), str(info["mode"]), str(info["language"]), str(info["timestamp"])
+        )
+    except KeyError as exc:
+        raise EvaluationError(f"{manifest_path}: field 'layout' lacks {exc}") from None
+    outputs = job / str(info.get("outputs") or "outputs")
+    runs = layout.read_outputs(outputs, latest=latest) if outputs.is_dir() else {}
+    # a job whose every shot failed wrote no folder: its run is empty, not absent
+    run = runs.get(key) or layout.OutputRun(key, "A", outputs, {})
+    dataset = dict(manifest.get("dataset") or {})
+    spec = {k: dataset.get(k) for k in ("name", "root", "split", "stories") if k in dataset}
+    spec.update(options)
+    fingerprint = dataset.get("fingerprint")
+    spec["__fingerprint__"] = None if options.get("root") else fingerprint
+    spec["__where__"] = str(manifest_path)
+    return str(manifest.get("system_id") or job.name), job, run, spec, manifest.get("store")
+
+
+def _tree_runs(
+    outputs: Path, options: Mapping[str, Any], latest: bool
+) -> list[tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]]:
+    """Every run of an external outputs tree, named (see the module docstring)."""
+    if not options.get("root") and options.get("name") != vistory_fixture_name():
+        raise ConfigError(
+            f"--outputs {outputs}: say which dataset its runs answer: dataset.root=DIR (the"
+            " folder holding ViStory/<NN>/story.json) or dataset=vistory_fixture"
+        )
+    runs = layout.read_outputs(outputs, latest=latest)
+    if not runs:
+        raise EvaluationError(
+            f"{outputs}: no run found (expected <method>/<mode>/<lang>/<timestamp>/<story>/...)"
+        )
+    names = system_names(list(runs))
+    spec = {"name": "vistory", **options}
+    return [(names[key], run.path, run, dict(spec), None) for key, run in runs.items()]
+
+
+def vistory_fixture_name() -> str:
+    from omnistory_vistorybench.generate import FIXTURE_DATASET
+
+    return FIXTURE_DATASET
+
+
+def system_names(keys: list[layout.RunKey]) -> dict[layout.RunKey, str]:
+    """``<method>``, with ``/<mode>``, ``/<lang>``, ``/<timestamp>`` for each level at which the
+    method has several runs."""
+    out: dict[layout.RunKey, str] = {}
+    for key in keys:
+        same = [k for k in keys if k.method == key.method]
+        parts = [key.method]
+        for level in ("mode", "language", "timestamp"):
+            if len({getattr(k, level) for k in same}) > 1:
+                parts.append(getattr(key, level))
+        out[key] = "/".join(parts)
+    return out
+
+
+# -- the dataset ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dataset:
+    spec: dict[str, Any]
+    stories: list[vistory.Story]
+    records: list[vistory.ShotRecord]
+    english: dict[str, vistory.Story]
+    fingerprint: str
+
+
+def _dataset(cache: dict[str, _Dataset], spec: Mapping[str, Any]) -> _Dataset:
+    """The dataset of one run (loaded once per distinct spec), checked against the fingerprint
+    its job recorded."""
+    import json
+
+    from omnistory_vistorybench.generate import load_dataset
+
+    where = spec.get("__where__")
+    expected = spec.get("__fingerprint__")
+    clean = {k: v for k, v in spec.items() if not k.startswith("__")}
+    cache_key = json.dumps(clean, sort_keys=True, default=str)
+    if cache_key not in cache:
+        loaded = load_dataset(clean)
+        english = loaded.stories
+        if clean.get("language") != "en":
+            english = load_dataset({**clean, "language": "en"}).stories
+        cache[cache_key] = _Dataset(
+            loaded.spec,
+            loaded.stories,
+            loaded.records,
+            {s.id: s for s in english},
+            loaded.fingerprint,
+        )
+    data = cache[cache_key]
+    if expected and expected != data.fingerprint:
+        raise EvaluationError(
+            f"{where}: the dataset at {data.spec['root']} is not the one this job ran on"
+            f" (fingerprint {data.fingerprint[:12]} != {str(expected)[:12]}); pass"
+            " dataset.root=DIR to score against another copy"
+        )
+    return data
+
+
+# -- units ----------------------------------------------------------------------------------------
+
+
+def shot_fields(story: vistory.Story, shot: vistory.Shot, english: vistory.Story | None) -> dict:
+    """A shot as the metrics read it: index, onstage keys, texts in English and the run's
+    language."""
+    en_shot = _find_shot(english, shot.index)
+    texts: dict[str, Any] = {}
+    for name in TEXT_FIELDS:
+        value = {story.language: getattr(shot, name)}
+        if en_shot is not None:
+            value["en"] = getattr(en_shot, name)
+        texts[name] = value
+    return {
+        "story_id": story.id,
+        "index": shot.index,
+        "character_key": [*shot.character_keys, *shot.undefined_keys],
+        "character_names": list(shot.character_names),
+        **texts,
+    }
+
+
+def _find_shot(story: vistory.Story | None, index: int) -> vistory.Shot | None:
+    if story is None:
+        return None
+    try:
+        return story.shot(index)
+    except KeyError:
+        return None
+
+
+def story_characters(story: vistory.Story, media: MediaHasher) -> dict[str, dict[str, Any]]:
+    return {
+        key: {
+            "name": c.name or c.name_en or key,
+            "tag": c.tag,
+            "refs": [media(str(p)) for p in c.images],
+        }
+        for key, c in story.characters.items()
+    }
+
+
+def run_units(
+    system: str, run: layout.OutputRun, data: _Dataset, media: MediaHasher
+) -> dict[str, list[Unit]]:
+    """The item, group and run units of one run over its dataset."""
+    items: list[Unit] = []
+    groups: list[Unit] = []
+    for story in data.stories:
+        out = run.stories.get(story.id)
+        shots_out = out.shots if out is not None else {}
+        english = data.english.get(story.id)
+        candidate_shots: dict[int, Any] = {}
+        fields = []
+        for shot in story.shots:
+            path = shots_out.get(shot.index)
+            image = media(str(path)) if path is not None else None
+            candidate_shots[shot.index] = image
+            shot_dict = shot_fields(story, shot, english)
+            fields.append(shot_dict)
+            pool: dict[str, Any] = {"shot": shot_dict}
+            missing: set[str] = set()
+            if image is None:
+                missing.add("candidate_image")
+            else:
+                pool["candidate_image"] = image
+            items.append(Unit(system, shot.id, pool, frozenset(missing)))
+        story_images = [media(str(p)) for p in shots_out.values()]
+        group_pool = {
+            "candidate_shots": candidate_shots,
+            "story_images": story_images,
+            "characters": story_characters(story, media),
+            "shots": fields,
+        }
+        lacking = set()
+        if not any(v is not None for v in candidate_shots.values()):
+            lacking.add("candidate_shots")
+        if not story_images:
+            lacking.add("story_images")
+        groups.append(Unit(system, story.id, group_pool, frozenset(lacking)))
+    # officially every story of the output folder, whatever the split (bench_run.py)
+    images = [media(str(p)) for s in run.stories.values() for p in s.shots.values()]
+    run_unit = Unit(
+        system,
+        "",
+        {"candidate_images": images},
+        frozenset() if images else frozenset({"candidate_images"}),
+    )
+    return {"item": items, "group": groups, "run": [run_unit]}
+
+
+def shot_characters(unit: Unit) -> int:
+    """The onstage characters of a group unit's shots that have an output (the dry run's upper
+    bound on single-character action questions: one per matched crop)."""
+    shots = unit.pool.get("candidate_shots") or {}
+    return sum(
+        len(s.get("character_names") or [])
+        for s in unit.pool.get("shots") or []
+        if shots.get(int(s["index"])) is not None
+    )
+
+
+__all__ = [
+    "CANDIDATE_INPUTS",
+    "EvaluatedSystem",
+    "EvaluationError",
+    "TaskEvaluation",
+    "Unit",
+    "run_units",
+    "shot_characters",
+    "shot_fields",
+    "system_names",
+    "task_evaluation",
+]
