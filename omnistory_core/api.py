@@ -26,7 +26,8 @@ What is here:
   :class:`ImageExpert`, :class:`TTSExpert`, :class:`Metric`, :class:`Judge`) and the kinds; what
   they return (:class:`PlannerResponse`, :class:`BackboneOutput`, :class:`Audio`,
   :class:`EvalResult`, :class:`Failure`) and read (:class:`Media`, the ``*_INPUTS`` names);
-  :data:`hookimpl` to register them.
+  :data:`hookimpl` to register them; :func:`current_example` / :func:`current_examples`, the
+  example a call is on (for logging: never part of the call key).
 * **Labels and the plan**: the contract's labels (:data:`EMOTIONS`, ...) and the plan schema a
   planner's reply is parsed against (:func:`parse_plan`, :func:`plan_json_schema`,
   :func:`plan_response_format`).
@@ -62,6 +63,8 @@ from omnistory_core.components import (
     Planner,
     PlannerResponse,
     TTSExpert,
+    current_example,
+    current_examples,
 )
 from omnistory_core.contract import (
     EMOTIONS,
@@ -121,6 +124,8 @@ __all__ = [
     "PlannerResponse",
     "REFERENCE_INPUTS",
     "TTSExpert",
+    "current_example",
+    "current_examples",
     "hookimpl",
     # -- the contract's labels and the plan schema
     "EMOTIONS",

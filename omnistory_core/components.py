@@ -23,6 +23,16 @@ or T+S), or makes all three (any-to-any).
 
 Heavy libraries are imported in ``load()``, never at module import.
 
+Which example a call is on, for logging only: :func:`current_example` (or ``self.example_id``)
+inside ``run_one``, :func:`current_examples` inside a ``run_batch`` of several items.  The engine
+sets it around every call; it is never part of the call key (one call stands for every example
+with the same inputs), so a component must not let it change what it returns.
+
+What a call returns is checked by the engine against the kind's output types (see each kind's
+class); a wrong type, or a backbone modality outside ``produces``, is that example's
+``contract_error`` failure, naming the field, the type expected and returned, and the
+component's method as ``file:line``.
+
 Inputs a component may declare in ``reads``:
 
 ======================  ===============================================================
@@ -42,6 +52,9 @@ Inputs a component may declare in ``reads``:
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -150,6 +163,40 @@ def check_produces(cls: type) -> frozenset[str]:
     return frozenset(produces)
 
 
+#: the ids of the examples the engine is calling a component on, one per item of the current
+#: ``run_batch`` call (a group-unit call: its group's id); a context variable, so threads and
+#: replicas computing other chunks each see their own
+_EXAMPLES: ContextVar[tuple[str, ...]] = ContextVar("omnistory_examples", default=())
+
+
+def current_examples() -> tuple[str, ...]:
+    """The example ids of the current call, one per item passed to ``run_batch``, in order
+    (a group-unit call: one group id per item, e.g. ``demo/book``); ``()`` outside a call.
+
+    For logging only: it is not part of the call key, and a call computed once for several
+    examples with the same inputs is named by the first of them."""
+    return _EXAMPLES.get()
+
+
+def current_example() -> str | None:
+    """The example id of the current call when it is on one item (always so inside ``run_one``
+    under the default ``run_batch``), else None.  For logging only, as
+    :func:`current_examples`."""
+    ids = _EXAMPLES.get()
+    return ids[0] if len(ids) == 1 else None
+
+
+@contextmanager
+def calling_examples(ids: Sequence[str]) -> Iterator[None]:
+    """Set :func:`current_examples` to ``ids`` for the duration of one call (the engine's and the
+    isolation worker's side of it)."""
+    token = _EXAMPLES.set(tuple(str(i) for i in ids))
+    try:
+        yield
+    finally:
+        _EXAMPLES.reset(token)
+
+
 class ComponentError(Exception):
     """Raised by a component for one item; becomes a `model_error` failure (or its category)."""
 
@@ -217,7 +264,14 @@ class Component:
         instance (recorded as a failure).  Raising fails the whole batch; the engine then retries
         item by item so one bad example never takes down its neighbours.
         """
-        return [self.run_one(item) for item in items]
+        ids = current_examples()
+        if len(ids) != len(items):  # called outside the engine: no ids to narrow to
+            return [self.run_one(item) for item in items]
+        out = []
+        for item, example in zip(items, ids, strict=True):
+            with calling_examples([example]):  # run_one sees its own example's id
+                out.append(self.run_one(item))
+        return out
 
     def run_one(self, item: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -242,6 +296,20 @@ class Component:
     @classmethod
     def key(cls) -> str:
         return f"{cls.kind}/{cls.name}"
+
+    @classmethod
+    def call_declaration(cls) -> dict[str, Any]:
+        """What the class declares that shapes a call's stored result beyond its ``reads`` and
+        output parameters (which the call key hashes already): empty here, a backbone's
+        ``produces``.  The engine binds it to every record it writes and recomputes a record made
+        under another declaration, so fixing a declaration is enough for the next run."""
+        return {}
+
+    @property
+    def example_id(self) -> str | None:
+        """The example the engine is calling this component on, for logging: see
+        :func:`current_example`.  Never part of the call key."""
+        return current_example()
 
     def output_params(self) -> dict[str, Any]:
         """The parameters that change outputs (part of every cache key)."""
@@ -274,6 +342,12 @@ class Backbone(Component):
     kind = "backbone"
     produces: ClassVar[frozenset[str]] = frozenset()
     reads = EXAMPLE_INPUTS
+
+    @classmethod
+    def call_declaration(cls) -> dict[str, Any]:
+        """``produces``: a record made under another one (a modality the backbone no longer
+        claims, or one it now does) is recomputed."""
+        return {"produces": sorted(getattr(cls, "produces", ()) or ())}
 
 
 class ImageExpert(Component):
@@ -355,4 +429,7 @@ __all__ = [
     "PlannerResponse",
     "REFERENCE_INPUTS",
     "TTSExpert",
+    "calling_examples",
+    "current_example",
+    "current_examples",
 ]

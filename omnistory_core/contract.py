@@ -40,6 +40,7 @@ FailureCategory = Literal[
     "backbone_no_text",
     "backbone_no_image",
     "backbone_no_speech",
+    "contract_error",
 ]
 FAILURE_CATEGORIES: tuple[str, ...] = get_args(FailureCategory)
 
@@ -54,6 +55,10 @@ class Failure:
     #: code as ``path/in/package.py:LINE`` (so a plugin author sees where their code broke)
     exception: str | None = None
     where: str | None = None
+    #: for a component exception: its full traceback as Python prints it, kept in the store's
+    #: record and the job's ``records.jsonl`` (``where`` is the one frame a summary shows; this is
+    #: the rest, for the author who has to find the bug without re-running the model)
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, str]:
         data = {"category": self.category, "message": self.message}
@@ -61,6 +66,8 @@ class Failure:
             data["exception"] = self.exception
         if self.where:
             data["where"] = self.where
+        if self.traceback:
+            data["traceback"] = self.traceback
         return data
 
     @classmethod
@@ -70,6 +77,7 @@ class Failure:
             message=str(data.get("message", "")),
             exception=data.get("exception") or None,
             where=data.get("where") or None,
+            traceback=data.get("traceback") or None,
         )
 
     def describe(self) -> str:

@@ -278,6 +278,8 @@ def _look_up(
     """Answer one stage from the store: per example its usable record, None for a call still to
     make (listed in ``entry``, with its estimate when priced), or the failure that blocks it."""
     component = stage.component
+    declare = getattr(component, "call_declaration", None)
+    declaration = dict(declare()) if callable(declare) else {}
     names = stage.names() if symbolic and stage.is_expert else {}
     answers: dict[int, CallRecord | Failure | None] = {}
     seen: dict[str, CallRecord | None] = {}
@@ -288,7 +290,9 @@ def _look_up(
         key = unit.key or ""
         if key not in seen:
             record = store.get(key)
-            usable = record is not None and not needs_recompute(record, mode, stage.derived_failure)
+            usable = record is not None and not needs_recompute(
+                record, mode, stage.derived_failure, declaration
+            )
             seen[key] = record if usable else None
             if usable:
                 entry["cached"].append(key)

@@ -17,7 +17,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import inspect
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
@@ -28,13 +31,54 @@ from omnistory_core.components import ComponentError
 from omnistory_core.contract import BATCH_PENDING, Failure
 from omnistory_core.errors import ConfigError
 
+#: the failure category of an output that breaks the contract (wrong type, a modality a backbone
+#: does not declare in ``produces``): see :class:`ContractError`
+CONTRACT_ERROR = "contract_error"
+
 #: stored failure categories that ``retry_failures=errors`` recomputes: they say nothing about the
 #: item (a crash, a bug since fixed, an API outage), unlike an unparseable plan or an empty output.
 #: ``batch_pending``: the item's provider batch had not ended within ``batch_wait_s``; recomputing
 #: it polls that batch (its id is in the store's batch ledger), it does not send it again.
-TRANSIENT_CATEGORIES: frozenset[str] = frozenset({"model_error", "timeout", BATCH_PENDING})
+#: ``contract_error``: the component returned the wrong type (a bug in its code, fixed without a
+#: version bump as often as not), so it is recomputed like a crash.
+TRANSIENT_CATEGORIES: frozenset[str] = frozenset(
+    {"model_error", "timeout", BATCH_PENDING, CONTRACT_ERROR}
+)
 RETRY_MODES: tuple[str, ...] = ("errors", "all", "none")
 DEFAULT_RETRY_MODE = "errors"
+
+
+#: ``1``: every component exception's traceback is written to stderr as it is recorded (the CLI's
+#: ``--verbose`` sets it); the traceback is kept in the records either way
+VERBOSE_ENV = "OMNISTORY_VERBOSE"
+
+
+def verbose() -> bool:
+    """Whether ``OMNISTORY_VERBOSE`` asks for tracebacks on stderr."""
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def show_traceback(what: str, failure: Mapping[str, Any] | Failure | None) -> None:
+    """Under ``OMNISTORY_VERBOSE=1``, write ``what`` and the failure's traceback to stderr (only
+    a failure that has one: a component exception's)."""
+    if failure is None or not verbose():
+        return
+    data = failure.to_dict() if isinstance(failure, Failure) else dict(failure)
+    text = data.get("traceback")
+    if not text:
+        return
+    sys.stderr.write(f"omnistory: {what}:\n{text}")
+    sys.stderr.flush()
+
+
+class ContractError(TypeError):
+    """A component returned something its kind's contract does not allow (the wrong type for a
+    field, a modality a backbone does not declare).  ``where`` is the component's method that
+    returned it, as ``file:line``; it becomes a ``contract_error`` failure of the call."""
+
+    def __init__(self, message: str, where: str | None = None):
+        super().__init__(message)
+        self.where = where
 
 
 class ComponentUnavailable(ConfigError):
@@ -145,18 +189,158 @@ def code_location(exc: BaseException, owner: type | None) -> str | None:
     return None
 
 
+def method_location(owner: type | None) -> str | None:
+    """``pkg/module.py:LINE`` of the method of ``owner`` that returns its outputs: the
+    ``run_batch``, ``run_one`` or ``generate`` of the most derived class that defines one (the
+    plugin author's own code before any base class of omnistory_core's), else the class itself.
+    What a contract error points at: the value came back from there, no frame of it is left."""
+    if owner is None:
+        return None
+    classes = [c for c in owner.__mro__ if c.__module__ != "omnistory_core.components"]
+    classes = [c for c in classes if c is not object]
+    own = [c for c in classes if not c.__module__.startswith("omnistory_core.")]
+    for cls in own + [c for c in classes if c not in own]:
+        for name in ("run_batch", "run_one", "generate"):
+            func = cls.__dict__.get(name)
+            code = getattr(func, "__code__", None)
+            if code is not None:
+                return _relative(code.co_filename, code.co_firstlineno, owner)
+    try:
+        file = inspect.getsourcefile(owner)
+        line = inspect.getsourcelines(owner)[1]
+    except (OSError, TypeError):
+        return None
+    return _relative(file, line, owner) if file else None
+
+
+def _relative(file: str, line: int, owner: type) -> str:
+    """``file:line`` relative to the package root of ``owner``'s code (as ``where`` is shown),
+    or the full path when the file is outside it."""
+    path = os.path.realpath(file)
+    for root, base in _code_roots(owner):
+        if _inside(path, root):
+            return f"{Path(os.path.relpath(path, base)).as_posix()}:{line}"
+    return f"{path}:{line}"
+
+
 def exception_failure(exc: BaseException, owner: type | None = None) -> Failure:
     """The failure an exception raised by a component becomes; ``owner`` (the component's class)
-    lets it say where the component's own code broke."""
-    where = code_location(exc, owner)
+    lets it say where the component's own code broke.  The full traceback is kept with it."""
     kind = type(exc).__name__
+    if isinstance(exc, ContractError):  # raised by the engine's checks: its frames are not news
+        return Failure(CONTRACT_ERROR, str(exc), exception=kind, where=exc.where)
+    where = code_location(exc, owner)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if isinstance(exc, ComponentError):
-        return Failure(exc.category, str(exc), exception=kind, where=where)
+        return Failure(exc.category, str(exc), exception=kind, where=where, traceback=text)
     category = "timeout" if isinstance(exc, TimeoutError) else "model_error"
-    return Failure(category, f"{kind}: {exc}", exception=kind, where=where)
+    return Failure(category, f"{kind}: {exc}", exception=kind, where=where, traceback=text)
 
 
 # -- components that cannot run here ----------------------------------------------------------
+#: import names whose distribution is called otherwise (the common ones; anything else is looked
+#: for under its own name, ``_`` and ``-`` alike)
+IMPORT_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "PIL": ("pillow",),
+    "cv2": ("opencv-python", "opencv-python-headless", "opencv-contrib-python"),
+    "sklearn": ("scikit-learn",),
+    "skimage": ("scikit-image",),
+    "yaml": ("pyyaml",),
+    "bs4": ("beautifulsoup4",),
+    "attr": ("attrs",),
+    "dateutil": ("python-dateutil",),
+    "google": ("protobuf", "google-genai", "google-generativeai"),
+    "Crypto": ("pycryptodome",),
+    "fitz": ("pymupdf",),
+    "sentencepiece": ("sentencepiece",),
+    "pkg_resources": ("setuptools",),
+}
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distribution_names(module: str) -> set[str]:
+    """The distribution names that may provide the top-level import ``module``."""
+    return {_normalized(n) for n in (module, *IMPORT_DISTRIBUTIONS.get(module, ()))}
+
+
+def _requirement_name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return _normalized(match.group(1)) if match else ""
+
+
+def _missing_module(exc: ImportError) -> str | None:
+    """The top-level module an ImportError is about (``No module named 'a.b'`` -> ``a``)."""
+    name = getattr(exc, "name", None)
+    if not name:
+        match = re.search(r"No module named '([^']+)'", str(exc))
+        name = match.group(1) if match else None
+    return name.split(".")[0] if name else None
+
+
+def _plugin_distributions(cls: type) -> list[str]:
+    """The installed distributions that hold ``cls``'s top-level package."""
+    top = (cls.__module__ or "").split(".")[0]
+    try:
+        return list(dict.fromkeys(md.packages_distributions().get(top, [])))
+    except Exception:  # noqa: BLE001 - broken metadata elsewhere: no suggestion from it
+        return []
+
+
+def _extra_of(requirement: str) -> str | None:
+    match = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", requirement)
+    return match.group(1) if match else None
+
+
+def import_remedy(component: Any, exc: ImportError) -> str:
+    """What would install the module an ``ImportError`` of ``component``'s ``load()`` (or
+    ``preflight()``) misses, and nothing that would not:
+
+    * a requirement the component declares (``requirements``, what ``env create`` installs):
+      ``pip install`` it here, or ``env create`` the component's own environment, which has it;
+    * an extra (or a dependency) of the component's distribution that provides it:
+      ``pip install "dist[extra]"``;
+    * else the distribution that provides the module, by its usual name; ``env create`` is not
+      suggested, since the environment it makes would lack the module just the same."""
+    label = f"{component.kind}={component.name}"
+    cls = type(getattr(component, "_component", component))
+    module = _missing_module(exc)
+    if module is None:
+        return "install the missing package into this environment (see the error), then re-run"
+    names = _distribution_names(module)
+    for requirement in getattr(cls, "requirements", ()) or ():
+        if _requirement_name(str(requirement)) in names:
+            return (
+                f'install it into this environment: pip install "{requirement}" (a requirement'
+                f" {label} declares), or run {label} in its own:"
+                f" `python -m omnistory_core env create {label}`"
+            )
+    for dist in _plugin_distributions(cls):
+        try:
+            requires = md.requires(dist) or []
+        except md.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            if _requirement_name(requirement) not in names:
+                continue
+            extra = _extra_of(requirement)
+            if extra:
+                return (
+                    f'install the extra of {dist} that provides it: pip install "{dist}[{extra}]"'
+                )
+            spec = requirement.split(";")[0].strip()
+            return (
+                f'install it into this environment: pip install "{spec}" (a dependency of {dist})'
+            )
+    guess = (IMPORT_DISTRIBUTIONS.get(module) or (module.replace("_", "-"),))[0]
+    return (
+        f"install the distribution that provides the module {module!r} into this environment"
+        f" (e.g. pip install {guess}), then re-run"
+    )
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -169,11 +353,7 @@ def unavailable_message(component: Any, exc: BaseException) -> str:
     else:
         cause = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ImportError):
-            package = getattr(exc, "name", None) or "the missing package"
-            remedy = (
-                f"install {package} into this environment, or run {label} in its own: "
-                f"`python -m omnistory_core env create {label}`"
-            )
+            remedy = import_remedy(component, exc)
         elif isinstance(exc, OSError):
             remedy = "check the path and that the weights are downloaded, then re-run"
         else:
@@ -202,6 +382,9 @@ def preflight(components: Iterable[Any]) -> list[tuple[Any, BaseException]]:
             check()
         except Exception as exc:  # noqa: BLE001 - reported as one line by the caller
             failed.append((component, exc))
+            owner = type(getattr(component, "_component", component))
+            label = f"{component.kind}={component.name}"
+            show_traceback(f"{label} failed its preflight check", exception_failure(exc, owner))
     return failed
 
 

@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, cast
 
-from omnistory_core.components import Component, ComponentError
+from omnistory_core.components import Component, ComponentError, current_examples
 from omnistory_core.engine.stage import Encoded
 from omnistory_core.engine.worker import PARENT_ENV, encode_value
 
@@ -169,8 +169,12 @@ class IsolatedComponent:
             self._proc = None
             self._start()  # restart after a crash
         payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
+        request: dict[str, Any] = {"op": "run", "items": payload}
+        examples = current_examples()
+        if len(examples) == len(items):  # the worker tells its component, as the engine does
+            request["examples"] = list(examples)
         try:
-            reply = self._request({"op": "run", "items": payload})
+            reply = self._request(request)
         except WorkerDied as exc:
             return [exc] * len(items)
         return [

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
+import numbers
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,14 +20,19 @@ from omnistory_core.components import (
     Component,
     ComponentError,
     EvalResult,
+    Media,
     PlannerResponse,
+    calling_examples,
 )
-from omnistory_core.contract import Failure
+from omnistory_core.contract import Failure, Plan
 from omnistory_core.engine.failures import (
     ComponentUnavailable,
+    ContractError,
     exception_failure,
+    method_location,
     retry_mode,
     should_recompute,
+    show_traceback,
     unavailable_message,
 )
 from omnistory_core.engine.hashing import call_key
@@ -97,13 +105,16 @@ class StageItem:
 
     ``key``: its call key when the caller knows it already (else computed from the inputs);
     ``group``: which group of items it belongs to (a story), for a component whose ``unit`` is
-    ``group`` (see :func:`call_units`)."""
+    ``group`` (see :func:`call_units`); ``example``: the id of its example, which the component
+    can read during the call for logging (:func:`~omnistory_core.components.current_example`),
+    never part of the key."""
 
     index: int
     inputs: dict[str, Any] | None = None
     blocked_by: Failure | None = None
     key: str | None = None
     group: str | None = None
+    example: str | None = None
 
 
 def unit_of(component: Component) -> str:
@@ -156,7 +167,10 @@ def call_units(component: Component, items: list[StageItem]) -> CallUnits:
             continue
         inputs = {"items": [m.inputs or {} for m in group]}
         key = item_key(component, inputs)
-        units.append(StageItem(item.index, inputs, None, key=key, group=item.group))
+        example = item.group if item.group is not None else item.example
+        units.append(
+            StageItem(item.index, inputs, None, key=key, group=item.group, example=example)
+        )
         members[item.index] = [m.index for m in group]
     return CallUnits(units, members)
 
@@ -191,6 +205,7 @@ def split_record(record: CallRecord | Failure | None, position: int) -> CallReco
         failure=entry.get("failure"),
         usage=record.usage,
         seconds=record.seconds,
+        declared=record.declared,
     )
 
 
@@ -214,7 +229,8 @@ def encode_result(
     """Turn a component's return value into (status, output, failure, usage) for a CallRecord.
 
     ``produces``: a backbone's modalities, so that one it left out is recorded in the record;
-    ``owner``: the component's class, so that an exception says where its code broke."""
+    ``owner``: the component's class, so that an exception says where its code broke.  A value
+    of the wrong type raises :class:`ContractError` (a ``contract_error`` of the call)."""
     if isinstance(result, Encoded):
         return result.status, result.output, result.failure, result.usage
     if isinstance(result, Failure):
@@ -223,7 +239,7 @@ def encode_result(
         return "failure", {}, exception_failure(result, owner).to_dict(), {}
     if owner is not None and getattr(owner, "unit", "item") == "group":
         return _encode_group(kind, result, store, produces, owner)
-    return _encode_one(kind, result, store, produces)
+    return _encode_one(kind, result, store, produces, owner)
 
 
 def _encode_group(
@@ -232,9 +248,8 @@ def _encode_group(
     """A group call's list of outputs: one entry per item, each encoded as an item's result
     would be (one bad output fails its item only); usage summed over the items."""
     if not isinstance(result, list | tuple):
-        raise TypeError(
-            f"{kind} of unit 'group' returned {type(result).__name__}, expected a list with one"
-            " output per item"
+        raise _contract(
+            owner, kind, "its result", "a list with one output per item of the group", result
         )
     entries: list[dict[str, Any]] = []
     usage: dict[str, Any] = {}
@@ -243,7 +258,7 @@ def _encode_group(
             if isinstance(out, Failure | BaseException):
                 status, output, failure, item_usage = encode_result(kind, out, store, None, owner)
             else:
-                status, output, failure, item_usage = _encode_one(kind, out, store, produces)
+                status, output, failure, item_usage = _encode_one(kind, out, store, produces, owner)
         except Exception as exc:  # malformed output or empty waveform: this item only
             status, output, failure, item_usage = (
                 "failure",
@@ -263,81 +278,196 @@ def _encode_group(
     return "ok", {"items": entries}, None, usage
 
 
+# -- the output contract ---------------------------------------------------------------------
+#: what each output field may be, as a contract error names it
+IMAGE_TYPES = "a PIL.Image.Image, a Media or PNG bytes"
+SPEECH_TYPES = "an Audio (or a Media of a sound file)"
+
+
+def _type_name(value: Any) -> str:
+    """``str``, ``numpy.ndarray``, ``PIL.Image``: what a contract error says was returned."""
+    cls = type(value)
+    module = cls.__module__ or ""
+    if module == "builtins":
+        return cls.__name__
+    return f"{module.split('.')[0]}.{cls.__name__}"
+
+
+def _label(owner: type | None, kind: str) -> str:
+    key = getattr(owner, "key", None)
+    return str(key()) if callable(key) else kind
+
+
+def _contract(
+    owner: type | None, kind: str, field_name: str, expected: str, value: Any
+) -> ContractError:
+    """The error of a returned ``value`` that is not what ``field_name`` takes: one line naming
+    the field, the type expected and the one returned; the method that returned it is its
+    ``where`` (``file:line``)."""
+    return ContractError(
+        f"{_label(owner, kind)} returned {_type_name(value)} for {field_name}, expected {expected}",
+        method_location(owner),
+    )
+
+
+def _is_pil_image(value: Any) -> bool:
+    # PIL is imported by whoever made the image: no image can exist without the module loaded
+    module = sys.modules.get("PIL.Image")
+    return module is not None and isinstance(value, module.Image)
+
+
+def _image_bytes(value: Any, field_name: str, owner: type | None, kind: str) -> bytes:
+    """A returned illustration as the bytes to store (PNG bytes are kept as they are)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, Media):
+        return _png_bytes(value.open_image())
+    if _is_pil_image(value):
+        return _png_bytes(value)
+    raise _contract(owner, kind, field_name, IMAGE_TYPES, value)
+
+
+def _speech_bytes(value: Any, field_name: str, owner: type | None, kind: str) -> bytes:
+    """A returned waveform as the WAV bytes to store (a sound file as Media is decoded and
+    written the way an Audio is)."""
+    if isinstance(value, Media):
+        import soundfile as sf
+
+        samples, rate = sf.read(value.path, dtype="float32", always_2d=False)
+        if getattr(samples, "ndim", 1) > 1:
+            samples = samples.mean(axis=1)  # a mono waveform, as Audio is
+        value = Audio(samples=samples, sample_rate=int(rate))
+    if not isinstance(value, Audio):
+        raise _contract(owner, kind, field_name, SPEECH_TYPES, value)
+    rate = value.sample_rate
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, numbers.Real)
+        or rate <= 0
+        or int(rate) != rate
+    ):
+        raise _contract(owner, kind, f"{field_name}.sample_rate", "a positive int", rate)
+    try:
+        import numpy as np
+
+        np.asarray(value.samples, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise _contract(
+            owner, kind, f"{field_name}.samples", "an array of floats in [-1, 1]", value.samples
+        ) from None
+    return _wav_bytes(value)
+
+
 def _encode_one(
-    kind: str, result: Any, store: Store, produces: frozenset[str] | None
+    kind: str,
+    result: Any,
+    store: Store,
+    produces: frozenset[str] | None,
+    owner: type | None = None,
 ) -> tuple[str, dict, dict | None, dict]:
     """One output of the component's kind (not a failure) -> (status, output, failure, usage)."""
     if kind == "planner":
         if isinstance(result, str):
             result = PlannerResponse(text=result)
+        elif isinstance(result, Plan):  # a parsed plan: stored as the JSON the parser reads
+            result = PlannerResponse(text=json.dumps(result.to_dict(), ensure_ascii=False))
         if not isinstance(result, PlannerResponse):
-            raise TypeError(f"planner returned {type(result).__name__}, expected PlannerResponse")
-        return "ok", {"text": result.text}, None, dict(result.usage)
+            raise _contract(owner, kind, "its result", "a PlannerResponse, str or Plan", result)
+        if not isinstance(result.text, str):
+            raise _contract(owner, kind, "PlannerResponse.text", "str", result.text)
+        return "ok", {"text": result.text}, None, _usage(result.usage, owner, kind, "Planner")
     if kind == "image":
-        data = result if isinstance(result, bytes | bytearray) else _png_bytes(result)
-        return "ok", {"blob": store.put_blob(bytes(data), "png"), "ext": "png"}, None, {}
+        data = _image_bytes(result, "the image", owner, kind)
+        return "ok", {"blob": store.put_blob(data, "png"), "ext": "png"}, None, {}
     if kind == "tts":
-        if not isinstance(result, Audio):
-            raise TypeError(f"tts expert returned {type(result).__name__}, expected Audio")
-        return "ok", {"blob": store.put_blob(_wav_bytes(result), "wav"), "ext": "wav"}, None, {}
+        data = _speech_bytes(result, "the speech", owner, kind)
+        return "ok", {"blob": store.put_blob(data, "wav"), "ext": "wav"}, None, {}
     if kind == "backbone":
         if not isinstance(result, BackboneOutput):
-            raise TypeError(f"backbone returned {type(result).__name__}, expected BackboneOutput")
-        out = encode_backbone_output(result, store)
+            raise _contract(owner, kind, "its result", "a BackboneOutput", result)
+        out = encode_backbone_output(result, store, produces, owner)
         for modality in sorted(produces or ()):
             present = out.get(modality) if modality != "text" else out.get("text")
             if present is None and modality not in out["failures"]:
                 out["failures"][modality] = {
                     "category": f"backbone_no_{modality}",
-                    "message": f"the backbone returned no {modality}",
+                    "message": f"{_label(owner, kind)} returned no {modality}",
                 }
-        return "ok", out, None, dict(result.usage)
+        return "ok", out, None, _usage(result.usage, owner, kind, "BackboneOutput")
     if kind in ("metric", "judge"):
         if not isinstance(result, EvalResult):
-            raise TypeError(f"{kind} returned {type(result).__name__}, expected EvalResult")
+            raise _contract(owner, kind, "its result", "an EvalResult", result)
+        if not isinstance(result.scores, dict):
+            raise _contract(owner, kind, "EvalResult.scores", "a dict", result.scores)
         out = {"scores": result.scores, "status": result.status, "detail": result.detail}
         return "ok", out, None, dict(result.detail.get("usage", {}) or {})
     raise ValueError(f"no encoder for component kind {kind!r}")
 
 
-def encode_backbone_output(result: BackboneOutput, store: Store) -> dict[str, Any]:
-    """One record for everything a backbone made: narration, plan, media blobs, and per-modality
-    failures (an unencodable image or an empty waveform fails that modality only)."""
-    import json
+def _usage(usage: Any, owner: type | None, kind: str, cls: str) -> dict[str, Any]:
+    if not isinstance(usage, dict):
+        raise _contract(owner, kind, f"{cls}.usage", "a dict", usage)
+    return dict(usage)
 
-    failures = {m: f.to_dict() for m, f in (result.failures or {}).items()}
-    out: dict[str, Any] = {"text": result.text, "plan": result.plan}
+
+def encode_backbone_output(
+    result: BackboneOutput,
+    store: Store,
+    produces: frozenset[str] | None = None,
+    owner: type | None = None,
+) -> dict[str, Any]:
+    """One record for everything a backbone made: narration, plan, media blobs, and per-modality
+    failures (an image that cannot be read or an empty waveform fails that modality only).
+
+    A field of the wrong type, or a modality outside ``produces`` (when given), raises
+    :class:`ContractError`: the call fails as a whole, since the backbone's code is wrong, not
+    this example's output."""
+    kind = "backbone"
+    for name, value in (("image", result.image), ("speech", result.speech)):
+        if produces is not None and value is not None and name not in produces:
+            raise ContractError(
+                f"{_label(owner, kind)} returned {_type_name(value)} for BackboneOutput.{name}"
+                f" but its produces is {sorted(produces)}: declare {name!r} in produces, or"
+                f" return {name}=None and put what an expert needs in the plan",
+                method_location(owner),
+            )
     if result.text is not None and not isinstance(result.text, str):
-        raise TypeError(f"BackboneOutput.text must be a str, got {type(result.text).__name__}")
-    if result.plan is not None and not isinstance(result.plan, dict | str):
-        raise TypeError(
-            f"BackboneOutput.plan must be a dict or str, got {type(result.plan).__name__}"
-        )
-    json.dumps(result.plan)  # the plan lives in the record: it must be JSON
-    encoders = (
-        (
-            "image",
-            result.image,
-            lambda v: bytes(v) if isinstance(v, bytes | bytearray) else _png_bytes(v),
-            "png",
-        ),
-        ("speech", result.speech, _audio_bytes, "wav"),
+        raise _contract(owner, kind, "BackboneOutput.text", "a str", result.text)
+    plan = result.plan
+    if isinstance(plan, Plan):
+        plan = plan.to_dict()
+    if plan is not None and not isinstance(plan, dict | str):
+        raise _contract(owner, kind, "BackboneOutput.plan", "a dict, str or Plan", plan)
+    try:
+        json.dumps(plan)  # the plan lives in the record: it must be JSON
+    except (TypeError, ValueError) as exc:
+        raise _contract(
+            owner, kind, "BackboneOutput.plan", f"JSON-able values ({exc})", plan
+        ) from None
+    declared = result.failures or {}
+    if not isinstance(declared, dict):
+        raise _contract(owner, kind, "BackboneOutput.failures", "a dict of Failure", declared)
+    for name, failure in declared.items():
+        if not isinstance(failure, Failure):
+            raise _contract(owner, kind, f"BackboneOutput.failures[{name!r}]", "a Failure", failure)
+    failures = {m: f.to_dict() for m, f in declared.items()}
+    out: dict[str, Any] = {"text": result.text, "plan": plan}
+    encoders: tuple[tuple[str, Any, Callable[..., bytes], str], ...] = (
+        ("image", result.image, _image_bytes, "png"),
+        ("speech", result.speech, _speech_bytes, "wav"),
     )
     for modality, value, encode, ext in encoders:
         if value is None:
             continue
         try:
-            out[modality] = {"blob": store.put_blob(encode(value), ext), "ext": ext}
+            data = encode(value, f"BackboneOutput.{modality}", owner, kind)
+            out[modality] = {"blob": store.put_blob(data, ext), "ext": ext}
+        except ContractError:
+            raise
         except Exception as exc:  # noqa: BLE001 - recorded per modality, the others survive
-            failures[modality] = exception_failure(exc).to_dict()
+            failures[modality] = exception_failure(exc, owner).to_dict()
     out["failures"] = failures
     return out
-
-
-def _audio_bytes(value: Any) -> bytes:
-    if not isinstance(value, Audio):
-        raise TypeError(f"BackboneOutput.speech must be Audio, got {type(value).__name__}")
-    return _wav_bytes(value)
 
 
 def _png_bytes(image: Any) -> bytes:
@@ -383,16 +513,59 @@ def is_failure(record: CallRecord) -> bool:
 
 
 def needs_recompute(
-    record: CallRecord, mode: str, derived: Callable[[CallRecord], bool] | None = None
+    record: CallRecord,
+    mode: str,
+    derived: Callable[[CallRecord], bool] | None = None,
+    declaration: dict[str, Any] | None = None,
 ) -> bool:
     """Whether a stored record is recomputed under ``engine.retry_failures`` = ``mode``.
 
     ``derived`` says whether an ok record still left an output missing downstream (an unparseable
-    plan): deterministic, so only ``all`` recomputes it."""
+    plan): deterministic, so only ``all`` recomputes it.  ``declaration``: the component's
+    :meth:`~omnistory_core.components.Component.call_declaration`; a record made under another
+    one is recomputed whatever the mode, as a record under another key would be."""
+    if declaration and declaration_changed(record, declaration):
+        return True
     failures = stored_failures(record)
     if failures:
         return any(should_recompute(f, mode) for f in failures)
     return mode == "all" and derived is not None and derived(record)
+
+
+def declaration_changed(record: CallRecord, declaration: dict[str, Any]) -> bool:
+    """Whether ``record`` was made under another declaration than ``declaration`` (a backbone's
+    ``produces``).  A record written before records kept their declaration is judged by what it
+    holds: a modality the backbone now produces that it has neither an output nor a failure for,
+    or one it no longer produces that it has an output or a ``backbone_no_*`` failure for."""
+    if record.declared:
+        return _canonical(record.declared) != _canonical(declaration)
+    produces = declaration.get("produces")
+    if not produces or record.status != "ok":
+        return False
+    entries = record.output.get("items")
+    outputs = (
+        [dict(e.get("output") or {}) for e in entries if e.get("status") == "ok"]
+        if isinstance(entries, list)
+        else [record.output]
+    )
+    return any(_holds_other_modalities(out, set(produces)) for out in outputs)
+
+
+def _canonical(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _holds_other_modalities(output: dict[str, Any], produces: set[str]) -> bool:
+    failures = output.get("failures") or {}
+    for modality in ("image", "speech"):
+        made = output.get(modality) is not None
+        failure = failures.get(modality)
+        if modality in produces and not made and failure is None:
+            return True
+        missing = isinstance(failure, dict) and failure.get("category") == f"backbone_no_{modality}"
+        if modality not in produces and (made or missing):
+            return True
+    return False
 
 
 class CacheMiss(Exception):
@@ -508,6 +681,11 @@ class StageRun:
         self.sizes: dict[int, int] = sizes or {}
         self.keyed: dict[str, list[int]] = {}
         self.inputs_by_key: dict[str, dict[str, Any]] = {}
+        #: the example id a call is made for (its first item's), told to the component
+        self.example_by_key: dict[str, str | None] = {}
+        #: what the component declares beyond its key (bound to each record it writes)
+        declare = getattr(self.component, "call_declaration", None)
+        self.declaration: dict[str, Any] = dict(declare()) if callable(declare) else {}
         #: keys with no usable record, in item order; ``pending[cursor:]`` are still to claim
         self.pending: list[str] = []
         self.cursor = 0
@@ -530,9 +708,12 @@ class StageRun:
         key = item.key or item_key(self.component, item.inputs or {})
         self.keyed.setdefault(key, []).append(item.index)
         self.inputs_by_key.setdefault(key, item.inputs or {})
+        self.example_by_key.setdefault(key, item.example)
 
     def usable(self, record: CallRecord | None) -> TypeGuard[CallRecord]:
-        return record is not None and not needs_recompute(record, self.mode, self.derived_failure)
+        return record is not None and not needs_recompute(
+            record, self.mode, self.derived_failure, self.declaration
+        )
 
     def finish(self, key: str, record: CallRecord, computed: bool) -> None:
         with self._result_lock:
@@ -620,13 +801,21 @@ class StageRun:
     def fail_load(self, chunk: list[tuple[str, Any]], exc: BaseException) -> None:
         """The component could not load: ``raise`` mode raises (locks released), ``record``
         mode makes the chunk's calls failures of this run, not stored, so the next run retries."""
+        owner = type(getattr(self.component, "_component", self.component))
+        show_traceback(f"{self.component.key()} could not load", exception_failure(exc, owner))
         if self.load_failure == "raise":
             for _, lock in chunk:
                 lock.release()
             raise ComponentUnavailable(unavailable_message(self.component, exc)) from exc
         if self.load_error is None:
-            failure = exception_failure(exc)
-            self.load_error = Failure(failure.category, f"load failed: {failure.message}")
+            failure = exception_failure(exc, owner)
+            self.load_error = Failure(
+                failure.category,
+                f"load failed: {failure.message}",
+                exception=failure.exception,
+                where=failure.where,
+                traceback=failure.traceback,
+            )
         self.fail_chunk(chunk, self.load_error)
 
     def fail_chunk(self, chunk: list[tuple[str, Any]], failure: Failure) -> None:
@@ -655,6 +844,22 @@ class StageRun:
             f"{self.component.key()} returned {got} outputs for a group of {expected} items",
         )
 
+    def examples_of(self, keys: list[str]) -> Any:
+        """The context in which the component is called on ``keys``: each call's example id
+        (:func:`~omnistory_core.components.current_examples`), or none when a caller of
+        :func:`run_stage` did not name the examples."""
+        ids = [self.example_by_key.get(k) for k in keys]
+        if any(i is None for i in ids):
+            return calling_examples(())
+        return calling_examples([str(i) for i in ids])
+
+    def show_tracebacks(self, key: str, record: CallRecord) -> None:
+        """``OMNISTORY_VERBOSE=1``: each exception of this call, with its traceback, on stderr."""
+        example = self.example_by_key.get(key)
+        where = f" on example {example}" if example else ""
+        for failure in stored_failures(record):
+            show_traceback(f"{self.component.key()} failed{where} (call {key[:12]})", failure)
+
     def compute(self, loaded: Callable[[], Any], chunk: list[tuple[str, Any]]) -> None:
         """Run one claimed chunk on the instance ``loaded()`` returns (loading it on first use),
         store each result and release its lock.  One bad item never sinks its batch-mates."""
@@ -670,7 +875,8 @@ class StageRun:
         owner = type(getattr(component, "_component", component))  # an isolated one: the real class
         try:
             t0 = time.perf_counter()
-            outputs = instance.run_batch([self.inputs_by_key[k] for k, _ in chunk])
+            with self.examples_of([k for k, _ in chunk]):
+                outputs = instance.run_batch([self.inputs_by_key[k] for k, _ in chunk])
             if len(outputs) != len(chunk):
                 raise RuntimeError(
                     f"{component.key()} returned {len(outputs)} results for {len(chunk)} items"
@@ -684,7 +890,8 @@ class StageRun:
                 pairs, per_item = [], 0.0
                 for entry in chunk:
                     try:
-                        out = instance.run_batch([self.inputs_by_key[entry[0]]])[0]
+                        with self.examples_of([entry[0]]):
+                            out = instance.run_batch([self.inputs_by_key[entry[0]]])[0]
                     except Exception as exc:
                         out = exc
                     pairs.append((entry, out))
@@ -710,7 +917,9 @@ class StageRun:
                     failure=failure,
                     usage=usage,
                     seconds=round(per_item, 6),
+                    declared=self.declaration,
                 )
+                self.show_tracebacks(key, record)
                 held = getattr(lock, "held", None)
                 if callable(held) and not held():
                     # stalled past its lease: the key may be another process's now, whose record

@@ -47,9 +47,14 @@ class CallRecord:
     failure: dict[str, str] | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: what the component declared when it made the record beyond its key's parts
+    #: (:meth:`~omnistory_core.components.Component.call_declaration`, e.g. a backbone's
+    #: ``produces``); a record made under another declaration is recomputed.  Empty for the
+    #: components that declare nothing more, whose records are written as before.
+    declared: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "key": self.key,
             "component": self.component,
             "status": self.status,
@@ -58,6 +63,9 @@ class CallRecord:
             "usage": self.usage,
             "seconds": self.seconds,
         }
+        if self.declared:
+            data["declared"] = self.declared
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
@@ -69,6 +77,7 @@ class CallRecord:
             failure=data.get("failure"),
             usage=data.get("usage") or {},
             seconds=float(data.get("seconds") or 0.0),
+            declared=dict(data.get("declared") or {}),
         )
 
 

@@ -467,7 +467,9 @@ class JobWalk:
         for ex in self.examples:
             inputs = project(source, self.pools[ex.index])
             key = item_key(source, inputs) if unit_of(source) == "item" else None
-            items.append(StageItem(ex.index, inputs, key=key, group=self._group_of(ex)))
+            items.append(
+                StageItem(ex.index, inputs, key=key, group=self._group_of(ex), example=ex.id)
+            )
         return Stage(self.group, source, items, derived_failure=self._derived_failure())
 
     def _derived_failure(self) -> Callable[[CallRecord], bool]:
@@ -585,7 +587,14 @@ class JobWalk:
             key = None
             if inputs is not None and unit_of(component) == "item":
                 key = item_key(component, inputs)
-            return StageItem(example.index, inputs, blocked, key=key, group=self._group_of(example))
+            return StageItem(
+                example.index,
+                inputs,
+                blocked,
+                key=key,
+                group=self._group_of(example),
+                example=example.id,
+            )
 
         return self._once(("expert", group, example.index), (plan, text), make)
 
@@ -598,6 +607,8 @@ class JobWalk:
             pool = {**self.pools[example.index], **symbolic_plan_fields(upstream)}
             inputs = project(component, pool)
             key = item_key(component, inputs) if unit_of(component) == "item" else None
-            return StageItem(example.index, inputs, key=key, group=self._group_of(example))
+            return StageItem(
+                example.index, inputs, key=key, group=self._group_of(example), example=example.id
+            )
 
         return self._once(("symbolic", group, example.index), upstream, make)

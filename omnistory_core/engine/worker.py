@@ -5,7 +5,8 @@ Started by :class:`omnistory_core.engine.isolation.IsolatedComponent` as
 
     {"op": "load", "kind": "tts", "name": "parler", "params": {...}, "store": "/abs/store"}
     {"op": "run", "items": [{"utterance": "...",
-                             "current_image": {"__media__": {"path", "sha256"}}}]}
+                             "current_image": {"__media__": {"path", "sha256"}}}],
+     "examples": ["<example id of each item>"]}
     {"op": "unload"} | {"op": "shutdown"}
 
 Replies are one JSON object per request: ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``.
@@ -54,6 +55,7 @@ def encode_value(value: Any) -> Any:
 
 
 def serve(stdin, stdout) -> int:
+    from omnistory_core.components import calling_examples
     from omnistory_core.engine.stage import encode_result, exception_failure
     from omnistory_core.engine.store import Store
     from omnistory_core.plugins import load_plugins
@@ -92,8 +94,11 @@ def serve(stdin, stdout) -> int:
                 if component is None or store is None:
                     raise RuntimeError("run before load")
                 items = [{k: decode_value(v) for k, v in it.items()} for it in request["items"]]
+                # the engine's example ids, so the component logs them as it would there
+                examples = [str(e) for e in request.get("examples") or []]
                 try:
-                    outputs = component.run_batch(items)
+                    with calling_examples(examples if len(examples) == len(items) else ()):
+                        outputs = component.run_batch(items)
                 except Exception as exc:  # the whole batch failed: report per item
                     outputs = [exc] * len(items)
                 results = []

@@ -230,7 +230,7 @@ def test_systems_differing_only_in_experts_share_the_backbone_call(examples, tmp
     assert second.stats["backbone/ti-shared-test"].loads == 0
 
 
-def test_a_backbone_returning_the_wrong_type_is_a_model_error(examples, tmp_path):
+def test_a_backbone_returning_the_wrong_type_is_a_contract_error(examples, tmp_path):
     class Wrong(Backbone):
         name = "wrong-test"
         produces = frozenset({"text", "image", "speech"})
@@ -243,8 +243,9 @@ def test_a_backbone_returning_the_wrong_type_is_a_model_error(examples, tmp_path
         examples=examples[:1], components={"backbone": Wrong(seed=0)}, store=Store(tmp_path / "s")
     )
     assert isinstance(result.text[0], Failure)
-    assert result.text[0].category == "model_error" and "BackboneOutput" in result.text[0].message
-    assert result.media["image"][0].category == "model_error"
+    assert result.text[0].category == "contract_error"
+    assert "returned str for its result, expected a BackboneOutput" in result.text[0].message
+    assert result.media["image"][0].category == "contract_error"
 
 
 def test_a_backbone_explains_its_own_omission(examples, tmp_path):

@@ -121,15 +121,23 @@ def test_engine_frames_are_never_the_location(tmp_path: Path) -> None:
         reads = ("current_text",)
 
         def run_one(self, item: dict[str, Any]) -> Any:
-            return 42  # the engine's encoder raises TypeError, in engine code
+            return 42  # the engine's check refuses it, in engine code
 
     out = run_stage(
         LazyComponent(ReturnsInt(), ComponentStats()),
         [StageItem(0, {"current_text": "x"})],
         Store(tmp_path / "store"),
     )
-    assert out[0].failure["message"] == "TypeError: planner returned int, expected PlannerResponse"
-    assert "where" not in out[0].failure
+    failure = out[0].failure
+    assert failure["category"] == "contract_error"
+    assert failure["message"] == (
+        "planner/returns-int-test returned int for its result, expected a PlannerResponse, str"
+        " or Plan"
+    )
+    # the location is the method that returned it, never the engine's check
+    line = ReturnsInt.run_one.__code__.co_firstlineno
+    assert failure["where"] == f"{Path(__file__).name}:{line}"
+    assert "traceback" not in failure  # the engine's frames say nothing about the bug
 
 
 class Counting(Planner):
