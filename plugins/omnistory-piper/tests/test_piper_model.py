@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from omnistory_piper.prosody import LENGTH_SCALES
 
 from conftest import SAMPLE_RATE, SAMPLES_PER_ID, build_tiny_voice, need_piper
 from omnistory_core.api import Audio, ComponentError, Failure
@@ -80,7 +81,7 @@ def test_speed_label_sets_the_length(tts, reference):
     slow = tts.run_one({**ITEM, "speed": "slow"}).samples.size
     fast = tts.run_one({**ITEM, "speed": "fast"}).samples.size
     assert fast < reference.samples.size < slow
-    assert slow / reference.samples.size == pytest.approx(1.3, rel=0.05)
+    assert slow / reference.samples.size == pytest.approx(LENGTH_SCALES["slow"], rel=0.05)
 
 
 def test_pitch_label_shifts_the_frequency_not_the_length(tts, reference):

@@ -31,17 +31,20 @@ from omnistory_core.kit.voices import VoiceLabels
 #: what a request for the gender the voice does not have becomes
 OTHER_GENDER_MODES = ("shift", "as_is", "fail")
 
-#: ``length_scale`` per speed label (the values measured to give slow/fast with the joe voice)
-LENGTH_SCALES: dict[str, float] = {"slow": 1.3, "normal": 1.0, "fast": 0.75}
+#: ``length_scale`` per speed label.  The benchmark's speed rule counts words per second (slow
+#: < 2.6 <= normal <= 4.7 < fast); joe reads a 11-word line at 3.55 words/s (audio length, edges
+#: included) at 1.0, 2.75 at 1.3 and 4.2 at 0.75 (measured, README), so the outer labels go further
+LENGTH_SCALES: dict[str, float] = {"slow": 1.45, "normal": 1.0, "fast": 0.65}
 
 #: semitones per pitch label, for a voice of its own gender.  Chosen for the joe voice, whose
-#: median F0 is about 100 Hz (measured, README), against the benchmark's pitch rule for male
-#: speech (low < 110 Hz <= normal <= 170 Hz < high): -2 -> ~89 Hz, +4 -> ~126 Hz, +10 -> ~178 Hz.
-PITCH_SEMITONES: dict[str, float] = {"low": -2.0, "normal": 4.0, "high": 10.0}
+#: median F0 is about 87 Hz (measured, README), against the benchmark's pitch rule for male speech
+#: (low < 110 Hz <= normal <= 170 Hz < high): -2 -> ~77 Hz, +6 -> ~122 Hz, +13 -> ~183 Hz.  The
+#: high shift is large (formants move with it: a brighter, smaller-sounding voice).
+PITCH_SEMITONES: dict[str, float] = {"low": -2.0, "normal": 6.0, "high": 13.0}
 
 #: semitones added for the gender the voice does not have (``other_gender=shift``): with joe's
-#: 100 Hz and the pitch table, low/normal/high land near 133/188/266 Hz, inside the benchmark's
-#: female bins (low < 165 Hz <= normal <= 255 Hz < high)
+#: ~87 Hz and the pitch table, low/normal/high land near 115/183/275 Hz, in the benchmark's female
+#: bins (low < 165 Hz <= normal <= 255 Hz < high)
 OTHER_GENDER_SEMITONES = 7.0
 
 #: per emotion: semitones added to the pitch, factor on the speaking rate, factor on the volume
