@@ -1,4 +1,5 @@
-"""ViStoryBench's own image experts: the official Copy-Paste Baseline.
+"""ViStoryBench's own image experts: the official Copy-Paste Baseline (and the registration of the
+reference-conditioned experts of :mod:`omnistory_vistorybench.systems`).
 
 The paper's baseline is not a model: it pastes the onstage characters' reference images into the
 shot.  :class:`CopyPasteImage` makes that image deterministically (no randomness, no model), so it
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omnistory_core.api import ImageExpert, Media, Param
+from omnistory_vistorybench.systems import WRAPPERS
 
 #: the canvas colour: a blank shot (no character onstage) is this colour alone
 BACKGROUND: tuple[int, int, int] = (255, 255, 255)
@@ -66,6 +68,7 @@ def stitch(images: Sequence[Media], size: int) -> Any:  # -> PIL.Image.Image
     return canvas
 
 
-IMAGE_EXPERTS: tuple[type[ImageExpert], ...] = (CopyPasteImage,)
+#: copy_paste, and the edit models given one reference image per shot (first_ref, sequential)
+IMAGE_EXPERTS: tuple[type[ImageExpert], ...] = (CopyPasteImage, *WRAPPERS)
 
 __all__ = ["BACKGROUND", "IMAGE_EXPERTS", "CopyPasteImage", "first_references", "stitch"]

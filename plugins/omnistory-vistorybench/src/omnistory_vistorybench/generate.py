@@ -3,14 +3,18 @@
 :func:`generate` is the task's ``generate`` (the Hydra task calls it once per job).  It
 
 1. resolves the system from the config: an image expert is required (``image=NAME`` or a system
-   preset); a planner, TTS expert or backbone is refused, except the Omni-StoryBench defaults
-   (``default_choice``), which step aside;
+   preset) and a planner is optional (``planner=NAME``, in its ViStoryBench form, see
+   :mod:`omnistory_vistorybench.planning`); a TTS expert or backbone is refused, and the
+   Omni-StoryBench defaults (``default_choice``) step aside;
 2. reads the ViStory dataset (``dataset.root``, ``split``, ``language``, ``stories``; the bundled
    fixture for ``dataset=vistory_fixture``), failing in one line naming the bad file before
    anything is written;
 3. builds each shot's inputs (:func:`shot_inputs`; the names are the task's ``inputs``) and runs
-   the image stage through the engine's store, so a re-run makes no call and an expert shared by
-   several systems is called once per distinct input;
+   the planner stage (when there is a planner: each shot's ``image_prompt`` becomes its plan's)
+   and the image stage through the engine's store, so a re-run makes no call and a component
+   shared by several systems (the same planner or expert on the same inputs) is called once per
+   distinct input.  A shot whose plan failed has no image: its record carries the plan's failure;
+   a group-unit expert (one call per story) is called on the story's other shots;
 4. writes the job directory::
 
        outputs/<method>/<mode>/<lang>/<YYYYMMDD_HHMMSS>/<story>/shots/shot_<NN>.png
@@ -65,17 +69,18 @@ DEFAULT_MODE = "base"
 OUTPUTS_DIR = "outputs"
 #: groups of the primary config a ViStoryBench job has no stage for
 UNUSED_GROUPS: dict[str, str] = {
-    "planner": "each shot's image_prompt is the official merged prompt (no planner stage yet)",
     "tts": "ViStoryBench makes no speech",
 }
 
 
 @dataclass(frozen=True)
 class ShotSystem:
-    """What a ViStoryBench job runs: one image expert, under a system id (the ``<method>``)."""
+    """What a ViStoryBench job runs: an optional planner and one image expert, under a system id
+    (the ``<method>``)."""
 
     system_id: str
     image: dict[str, Any]
+    planner: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,17 +127,28 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             " (a re-run of a finished job makes no call)"
         )
     component = build_image_expert(registry, system, config)
+    planner = build_planner(registry, system, config)
     described = component_description(component, registry)
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
-    results, stats = run_image_stage(component, system, data, store, engine)
+    media = MediaHasher()
+    pools = shot_pools(data, media)
+    stats: dict[str, ComponentStats] = {}
+    plans: dict[int, CallRecord | Failure] = {}
+    if planner is not None:
+        plans, planner_stats = run_planner_stage(planner, system, data, pools, store, engine)
+        stats.update(planner_stats)
+    blocked = apply_plans(pools, plans)
+    results, image_stats = run_image_stage(component, system, data, store, engine, pools, blocked)
+    stats.update(image_stats)
     method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
     timestamp = fixed_timestamp or existing_timestamp(method_root) or _format(started)
     rows, missing_lines, written = write_job_outputs(
-        output_dir, system.system_id, mode, timestamp, data, results, store
+        output_dir, system.system_id, mode, timestamp, data, results, store, plans
     )
     manifest = job_manifest(
         system=system,
         described=described,
+        planner=component_description(planner, registry) if planner is not None else None,
         registry=registry,
         data=data,
         layout_info=layout_info(system.system_id, mode, data.spec["language"], timestamp),
@@ -182,6 +198,15 @@ def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
                 f"{group}={node['name']} is not supported by task vistorybench: {why}; drop"
                 f" {group}=... and choose image=NAME (installed: {images})"
             )
+    planner = config.get("planner")
+    planner_spec: dict[str, Any] | None = None
+    if explicit(planner):
+        from omnistory_vistorybench.planning import shot_planner_class
+
+        cls = registry.component("planner", str(planner["name"]))
+        # a planner that reads a book page is refused here, before anything runs
+        shot_planner_class(cls, ", ".join(registry.names("planner")))
+        planner_spec = dict(planner)
     image = config.get("image")
     if not explicit(image):
         raise ConfigError(
@@ -196,7 +221,7 @@ def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
             f" inputs are {', '.join(INPUTS)}"
         )
     system_id = str(config.get("system_id") or cls.name)
-    return ShotSystem(system_id=system_id, image=dict(image))
+    return ShotSystem(system_id=system_id, image=dict(image), planner=planner_spec)
 
 
 def run_settings(config: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -346,14 +371,106 @@ def component_description(component: Component, registry: Any) -> dict[str, Any]
     return component_manifest(component, registry)
 
 
+def build_planner(registry: Any, system: ShotSystem, config: Mapping[str, Any]) -> Component | None:
+    """The planner in its ViStoryBench form, built (parameters checked) but not loaded; None
+    when the system has none."""
+    if system.planner is None:
+        return None
+    from omnistory_vistorybench.planning import build_shot_planner
+
+    runner = system.planner.get("runner") or {}
+    if isinstance(runner, Mapping) and runner.get("python"):
+        raise ConfigError(
+            f"planner={system.planner['name']}: planner.runner.python is not supported by task"
+            " vistorybench (its planner forms run in the job's process); drop it"
+        )
+    return build_shot_planner(
+        registry,
+        system.planner,
+        seed=int(config.get("seed") or 0),
+        allow_oracle=bool(config.get("allow_oracle")),
+    )
+
+
+def shot_pools(data: LoadedDataset, media: MediaHasher) -> dict[int, dict[str, Any]]:
+    """Every shot's inputs (:func:`shot_inputs`), by record index."""
+    by_id = {story.id: story for story in data.stories}
+    return {r.index: shot_inputs(r, by_id[r.group], media) for r in data.records}
+
+
+def apply_plans(
+    pools: dict[int, dict[str, Any]], plans: Mapping[int, CallRecord | Failure]
+) -> dict[int, Failure]:
+    """Put each plan's image prompt into its shot's ``image_prompt``; the shots whose plan gives
+    none, with the reason (they are not drawn)."""
+    from omnistory_vistorybench.planning import plan_image_prompt
+
+    blocked: dict[int, Failure] = {}
+    for index, record in plans.items():
+        prompt = plan_image_prompt(record)
+        if isinstance(prompt, Failure):
+            blocked[index] = prompt
+        else:
+            pools[index]["image_prompt"] = prompt
+    return blocked
+
+
+def run_planner_stage(
+    planner: Component,
+    system: ShotSystem,
+    data: LoadedDataset,
+    pools: Mapping[int, dict[str, Any]],
+    store: Store,
+    engine: Mapping[str, Any],
+) -> tuple[dict[int, CallRecord | Failure], dict[str, ComponentStats]]:
+    """Every shot's planner record, from the store or computed (a re-run makes no call; systems
+    sharing the planner share its calls)."""
+    from omnistory_vistorybench.planning import unusable_plan
+
+    items = [
+        StageItem(r.index, project(planner, pools[r.index]), group=r.group) for r in data.records
+    ]
+    return run_stage_of(planner, "planner", items, store, engine, derived_failure=unusable_plan)
+
+
 def run_image_stage(
     component: Component,
     system: ShotSystem,
     data: LoadedDataset,
     store: Store,
     engine: Mapping[str, Any],
+    pools: Mapping[int, dict[str, Any]] | None = None,
+    blocked: Mapping[int, Failure] | None = None,
 ) -> tuple[dict[int, CallRecord | Failure], dict[str, ComponentStats]]:
-    """Every shot's image, from the store or computed; per-record index, and the stats."""
+    """Every shot's image, from the store or computed; per-record index, and the stats.
+
+    ``pools``: the shots' inputs (built here when None); ``blocked``: shots not to draw (their
+    plan failed), which keep that failure.  Items carry their story as ``group``, so a
+    group-unit expert is called once per story."""
+    if pools is None:
+        pools = shot_pools(data, MediaHasher())
+    blocked = blocked or {}
+    items = [
+        StageItem(r.index, blocked_by=blocked[r.index], group=r.group)
+        if r.index in blocked
+        else StageItem(r.index, project(component, pools[r.index]), group=r.group)
+        for r in data.records
+    ]
+    return run_stage_of(component, "image", items, store, engine, runner=system.image.get("runner"))
+
+
+def run_stage_of(
+    component: Component,
+    label: str,
+    items: list[StageItem],
+    store: Store,
+    engine: Mapping[str, Any],
+    *,
+    runner: Any = None,
+    derived_failure: Any = None,
+) -> tuple[dict[int, CallRecord | Failure], dict[str, ComponentStats]]:
+    """One stage through the store: cache hits, calls, progress; a component that cannot run
+    here (no key, no weights) is fine when every call is cached."""
     from omnistory_core.kit.jobs import (
         ComponentUnavailable,
         maybe_isolate,
@@ -362,33 +479,33 @@ def run_image_stage(
         unavailable_message,
     )
 
-    media = MediaHasher()
-    by_id = {story.id: story for story in data.stories}
-    items = [
-        StageItem(r.index, project(component, shot_inputs(r, by_id[r.group], media)))
-        for r in data.records
-    ]
     devices = stage_devices(engine, store, component)
-    runnable = maybe_isolate(component, system.image.get("runner"), store.root)
+    runnable = maybe_isolate(component, runner, store.root)
     stats = ComponentStats()
     lazy = LazyComponent(runnable, stats)
     retry = engine.get("retry_failures", "errors")
-    # a component that cannot run here (no key, no weights) is fine when every shot is cached
     unavailable = preflight([runnable])
     if unavailable:
         try:
-            results = run_stage(lazy, items, store, retry_failures=retry, cache_only=True)
+            results = run_stage(
+                lazy,
+                items,
+                store,
+                retry_failures=retry,
+                derived_failure=derived_failure,
+                cache_only=True,
+            )
         except CacheMiss:
             raise ComponentUnavailable(unavailable_message(*unavailable[0])) from None
         return results, {component.key(): stats}
-    label = f"image    {component.key()}"
     with progress_bars(bool(engine.get("progress", True))) as bars:
         results = run_stage(
             lazy,
             items,
             store,
             retry_failures=retry,
-            advance=bars(label, len(items)),
+            advance=bars(f"{label:<8} {component.key()}", len(items)),
+            derived_failure=derived_failure,
             load_failure="raise",
             devices=devices,
         )
@@ -458,9 +575,14 @@ def write_job_outputs(
     data: LoadedDataset,
     results: Mapping[int, CallRecord | Failure],
     store: Store,
+    plans: Mapping[int, CallRecord | Failure] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], set[Path]]:
     """Write every shot that has an image in the official layout; the records, the
-    ``missing.txt`` lines and the paths written."""
+    ``missing.txt`` lines and the paths written.  With a planner stage (``plans``), each record
+    also names its plan's call (``plan_key``) and the image prompt drawn (``image_prompt``, null
+    when the plan gave none)."""
+    from omnistory_vistorybench.planning import plan_image_prompt
+
     outputs = output_dir / OUTPUTS_DIR
     language = data.spec["language"]
     rows: list[dict[str, Any]] = []
@@ -475,6 +597,11 @@ def write_job_outputs(
             "shot_index": record.shot_index,
             "call_key": value.key if isinstance(value, CallRecord) else None,
         }
+        if plans:
+            plan = plans.get(record.index)
+            prompt = plan_image_prompt(plan) if plan is not None else None
+            row["plan_key"] = plan.key if isinstance(plan, CallRecord) else None
+            row["image_prompt"] = prompt if isinstance(prompt, str) else None
         failure = record_failure(value)
         if failure is None:
             assert isinstance(value, CallRecord)  # a Failure always has a failure
@@ -522,6 +649,7 @@ def job_manifest(
     *,
     system: ShotSystem,
     described: dict[str, Any],
+    planner: dict[str, Any] | None = None,
     registry: Any,
     data: LoadedDataset,
     layout_info: dict[str, Any],
@@ -539,10 +667,10 @@ def job_manifest(
         "status": "complete",
         "task": {"name": VISTORYBENCH.name, "version": VISTORYBENCH.version},
         "system_id": system.system_id,
-        "oracle": bool(described.get("oracle")),
-        "paradigm": "baseline" if _is_baseline(registry, system) else "image expert",
-        "stages": ["image"],
-        "components": {"image": described},
+        "oracle": bool(described.get("oracle")) or bool((planner or {}).get("oracle")),
+        "paradigm": paradigm(registry, system),
+        "stages": ["planner", "image"] if planner is not None else ["image"],
+        "components": {"planner": planner, "image": described} if planner else {"image": described},
         "dataset": {
             **data.spec,
             "n_examples": len(data.records),
@@ -563,6 +691,14 @@ def job_manifest(
 
 def _is_baseline(registry: Any, system: ShotSystem) -> bool:
     return bool(getattr(registry.component("image", str(system.image["name"])), "baseline", False))
+
+
+def paradigm(registry: Any, system: ShotSystem) -> str:
+    """``orchestration`` (a planner writes the image prompts), else ``baseline`` or ``image
+    expert`` by the image expert."""
+    if system.planner is not None:
+        return "orchestration"
+    return "baseline" if _is_baseline(registry, system) else "image expert"
 
 
 def finish_job(
