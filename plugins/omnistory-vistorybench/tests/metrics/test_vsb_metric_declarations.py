@@ -26,6 +26,7 @@ OFFICIAL_KEYS = {
     "scene",
     "camera",
     "character_action",
+    "single_character_action",
 }
 
 
