@@ -219,26 +219,40 @@ def test_metric_class(story, registered):
     assert (metric.track, metric.scope, metric.criteria) == (
         "character",
         "group",
-        ("cids_cross_mean", "cids_self_mean", "occm", "copy_paste_score"),
+        (
+            "cids_cross_mean",
+            "cids_self_mean",
+            "occm",
+            "copy_paste_score",
+            "single_character_action",
+        ),
     )
     metric.load()
     (result,) = metric.run_batch([story["item"]])
     assert result.scores["occm"] == OCCM_FAITHFUL and result.scores["cids_self_mean"] == 0.5
+    # no judge endpoint: the criterion is not produced (an invalid row for it alone)
+    assert result.status == "ok" and result.scores["single_character_action"] is None
 
 
 def test_realistic_humans_need_the_face_encoder(story, registered):
+    """The official face_mix trio includes ArcFace, which is not available: an error row."""
     story["item"]["characters"]["B"]["tag"] = "realistic_human"
     metric = cids.CIDSMetric(detector="sizes", object_encoder="halves")
     (result,) = metric.run_batch([story["item"]])
-    assert result.status == "error" and "face_mix" in result.detail["error"]
+    assert result.status == "error" and "arcface face model" in result.detail["error"]
+    assert set(result.scores) == set(cids.CRITERIA) and not any(result.scores.values())
+    metric = cids.CIDSMetric(detector="sizes", object_encoder="halves", face_encoder="arcface")
+    (result,) = metric.run_batch([story["item"]])
+    assert result.status == "error" and "arcface" in result.detail["error"]
 
 
-def test_official_detector_is_not_available_yet():
-    metric = cids.CIDSMetric()
-    with pytest.raises(ComponentError, match="skipped: the GroundingDINO detector"):
-        metric.load()
+def test_unknown_detector_and_encoder():
     with pytest.raises(ComponentError, match="unknown detector"):
         cids.CIDSMetric(detector="nope").load()
+    with pytest.raises(ComponentError, match="unknown encoder"):
+        cids.CIDSMetric(detector="nope", object_encoder="nope")._build(
+            cids.ENCODERS, "nope", "encoder"
+        )
 
 
 # -- the CLIP path ------------------------------------------------------------------------------
@@ -279,6 +293,8 @@ def test_metric_with_clip(story, tiny_clip, monkeypatch):
     monkeypatch.setitem(cids.DETECTORS, "sizes", lambda params: story["detector"])
     metric = cids.CIDSMetric(detector="sizes", clip_model=str(tiny_clip), device="cpu")
     assert metric.checkpoints(metric.params) == [str(tiny_clip)]
+    official = cids.CIDSMetric().checkpoints(cids.CIDSMetric().params)
+    assert official == ["IDEA-Research/grounding-dino-tiny", "openai/clip-vit-large-patch14"]
     metric.load()
     first = metric.run_batch([story["item"]])[0]
     second = metric.run_batch([story["item"]])[0]

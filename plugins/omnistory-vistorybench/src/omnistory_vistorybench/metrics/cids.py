@@ -1,5 +1,6 @@
 """Character consistency (``cids_cross_mean``, ``cids_self_mean``, ``occm``,
-``copy_paste_score``): the official CIDS algorithm over pluggable detectors and encoders.
+``copy_paste_score``) and single-character action (``single_character_action``): the official
+CIDS algorithm over pluggable detectors and encoders.
 
 Per story, as the official evaluator (``bench/content/cids_evaluator.py``) does:
 
@@ -19,13 +20,23 @@ Per story, as the official evaluator (``bench/content/cids_evaluator.py``) does:
    strict upper triangle of (crops x crops) (1.0 for one crop), copy-paste rate from the
    similarities to the primary reference and its mirror; characters never matched count 0.0.
    The story values are the means of :mod:`.math`.
+4. **Single-character action** (only with a judge endpoint, :mod:`.single_action`): one VLM
+   question per matched crop of each shot that reached the assignment.
 
 The detector and the encoders are looked up by name in :data:`DETECTORS` and :data:`ENCODERS`
-(``register_detector`` / ``register_encoder`` add more).  Built in: the ``clip`` encoder
-(:class:`.clip_encoder.CLIPImageEncoder`).  Declared but not available in this environment yet:
-the ``groundingdino`` detector (transformers 4.x: it will run in its own environment) and the
-``face_mix`` / ``arcface`` encoders of ``realistic_human`` characters; a story that needs one is
-an ``error`` row (recomputed once it exists), never a 0.
+(``register_detector`` / ``register_encoder`` add more).  Built in:
+
+* ``groundingdino`` (the official detector; :class:`.grounding.GroundingDinoDetector`,
+  transformers' port of GroundingDINO on an HF checkpoint, a documented departure);
+* ``clip`` (:class:`.clip_encoder.CLIPImageEncoder`), for every tag but ``realistic_human``;
+* ``face_mix`` (:class:`.face.FaceMixEncoder`, the official default of ``realistic_human``):
+  the mean per-model cosine over ``face_models`` (FaceNet and AdaFace are ports loaded from the
+  official weight files; ArcFace is not available, so the official trio raises a ``skipped:``
+  error until ``face_models`` leaves it out, a documented departure);
+* ``arcface`` (the official's single-model alternative): declared, not available.
+
+A story that needs a model that is not available is an ``error`` row (recomputed once it
+exists), never a 0.  :data:`.math.DEPARTURES` lists where these ports differ from the official.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from omnistory_vistorybench.metrics._common import (
     resolve_device,
     shot_character_keys,
     shot_index,
+    shot_text,
     story_characters,
     story_shots,
 )
@@ -53,6 +65,13 @@ from omnistory_vistorybench.metrics.clip_encoder import (
     Detector,
     Encoded,
     Encoder,
+)
+from omnistory_vistorybench.metrics.face import ADAFACE_FILE, FACENET_FILE, OFFICIAL_FACE_MODELS
+from omnistory_vistorybench.metrics.single_action import (
+    ActionShot,
+    SingleCharacterAction,
+    read_rubric,
+    rubric_sha256,
 )
 
 DetectorFactory = Callable[[Mapping[str, Any]], Detector]
@@ -64,7 +83,14 @@ DETECTORS: dict[str, DetectorFactory] = {}
 ENCODERS: dict[str, EncoderFactory] = {}
 #: the tag whose characters the face encoder embeds; every other tag uses ``object_encoder``
 FACE_TAG = "realistic_human"
-CRITERIA = ("cids_cross_mean", "cids_self_mean", "occm", "copy_paste_score")
+ACTION = "single_character_action"
+CRITERIA = (
+    "cids_cross_mean",
+    "cids_self_mean",
+    "occm",
+    "copy_paste_score",
+    "single_character_action",
+)
 
 
 def register_detector(name: str, factory: DetectorFactory) -> None:
@@ -91,19 +117,35 @@ def _clip(params: Mapping[str, Any]) -> Encoder:
     ).load(str(params.get("clip_model") or OFFICIAL_CLIP))
 
 
+def _groundingdino(params: Mapping[str, Any]) -> Detector:
+    from omnistory_vistorybench.metrics.grounding import (
+        OFFICIAL_GROUNDING_DINO,
+        GroundingDinoDetector,
+    )
+
+    return GroundingDinoDetector(
+        device=resolve_device(params.get("device")),
+        box_threshold=float(params.get("box_threshold", 0.25)),
+        text_threshold=float(params.get("text_threshold", 0.25)),
+    ).load(str(params.get("detector_checkpoint") or OFFICIAL_GROUNDING_DINO))
+
+
+def _face_mix(params: Mapping[str, Any]) -> Encoder:
+    from omnistory_vistorybench.metrics.face import build_face_mix
+
+    return build_face_mix(params, resolve_device(params.get("device")))
+
+
 register_encoder("clip", _clip)
-register_detector(
-    "groundingdino",
+register_detector("groundingdino", _groundingdino)
+register_encoder("face_mix", _face_mix)
+register_encoder(
+    "arcface",
     _not_available(
-        "the GroundingDINO detector",
-        "it needs transformers 4.x and runs in its own environment (not implemented yet)",
+        "the arcface face encoder",
+        "insightface antelopev2 is not available in this environment",
     ),
 )
-for _face in ("face_mix", "arcface"):
-    register_encoder(
-        _face,
-        _not_available(f"the {_face} face encoder", "the face models are not implemented yet"),
-    )
 
 
 class StoryUnscorable(Exception):
@@ -138,11 +180,14 @@ class StoryScorer:
         *,
         prompt: str = "character",
         faithful: bool = True,
+        action: SingleCharacterAction | None = None,
     ):
         self.detector = detector
         self.encoder_for = encoder_for
         self.prompt = prompt
         self.faithful = faithful
+        #: the single-character-action judge; None: the criterion is not produced
+        self.action = action
 
     def references(self, key: str, info: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
         """(reference features, [primary, mirrored primary] features) of one character."""
@@ -182,21 +227,41 @@ class StoryScorer:
             return _invalid("no output image for this story")
         try:
             refs = {k: self.references(k, info) for k, info in characters.items()}
-            matched, occm, shots = self.match_shots(item, characters, refs)
+            matched, occm, shots, actions = self.match_shots(item, characters, refs)
         except StoryUnscorable as exc:
             return _invalid(str(exc))
-        return self.aggregate(characters, refs, matched, occm, shots)
+        result = self.aggregate(characters, refs, matched, occm, shots)
+        return self.single_character_action(result, actions)
+
+    def single_character_action(self, result: EvalResult, actions: list[ActionShot]) -> EvalResult:
+        """``result`` with the single-character-action value (None without a judge); a judge
+        request that failed makes the story an ``error`` row, its CIDS values kept in detail."""
+        if self.action is None:
+            result.scores[ACTION] = None
+            result.detail[ACTION] = {"status": "not produced: no judge endpoint configured"}
+            return result
+        outcome = self.action.score(actions)
+        result.detail[ACTION] = {"shots": outcome.detail}
+        if outcome.error is not None:
+            computed = dict(result.scores, **{ACTION: outcome.value})
+            detail = dict(result.detail, error=outcome.error, computed_scores=computed)
+            return EvalResult(dict.fromkeys(CRITERIA), status="error", detail=detail)
+        result.scores[ACTION] = outcome.value
+        return result
 
     def match_shots(
         self,
         item: Mapping[str, Any],
         characters: Mapping[str, Mapping[str, Any]],
         refs: Mapping[str, tuple[list[Any], list[Any]]],
-    ) -> tuple[dict[str, list[Any]], list[vmath.OccmShot], dict[int, Any]]:
+    ) -> tuple[dict[str, list[Any]], list[vmath.OccmShot], dict[int, Any], list[ActionShot]]:
+        """Per character its matched crops, the OCCM shots, each shot's detail, and the shots
+        that reached the assignment (for single-character action)."""
         outputs = candidate_shots(item)
         matched: dict[str, list[Any]] = {k: [] for k in characters}
         occm: list[vmath.OccmShot] = []
         detail: dict[int, Any] = {}
+        actions: list[ActionShot] = []
         for shot in story_shots(item):
             index = shot_index(shot)
             listed = shot_character_keys(shot)
@@ -220,8 +285,13 @@ class StoryScorer:
                 undefined = [k for k in listed if k not in characters]
                 raise StoryUnscorable(f"shot {index} lists undefined characters {undefined}")
             occm.append(vmath.OccmShot(expected, len(crops)))
-            detail[index] = self._assign(keys, characters, refs, crops, matched)
-        return matched, occm, detail
+            pairs: list[tuple[str, Any]] | None = [] if self.action is not None else None
+            detail[index] = self._assign(keys, characters, refs, crops, matched, pairs)
+            if pairs is not None and detail[index].get("assigned"):
+                script = shot_text(shot, "script") or ""
+                named = [(k, str(characters[k].get("name") or k), c) for k, c in pairs]
+                actions.append(ActionShot(index, script, named))
+        return matched, occm, detail, actions
 
     def _assign(
         self,
@@ -230,11 +300,15 @@ class StoryScorer:
         refs: Mapping[str, tuple[list[Any], list[Any]]],
         crops: list[Any],
         matched: dict[str, list[Any]],
+        pairs: list[tuple[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Match one shot's crops to its characters; returns the shot's detail."""
+        """Match one shot's crops to its characters; returns the shot's detail, whose
+        ``assigned`` says whether the shot reached the assignment (it had crops and some
+        character's encoder embedded one).  The matched ``(key, crop)`` go to ``pairs``."""
         import numpy as np
 
         shot: dict[str, Any] = {"boxes": len(crops), "cross_sim": {k: 0.0 for k in keys}}
+        shot["assigned"] = False
         if not crops:
             return shot
         sim = np.full((len(keys), len(crops)), vmath.INVALID_SIMILARITY)
@@ -253,10 +327,15 @@ class StoryScorer:
                 sim[r, cand] = best[local]
                 valid[r, cand] = True
                 rows[r][cand] = matrix[local]
-        for r, cand in vmath.assign_characters(sim, valid).items():
+        shot["assigned"] = bool(rows)
+        assignment = vmath.assign_characters(sim, valid)
+        for r in sorted(assignment):  # the shot's character order, as the official's loop
+            cand = assignment[r]
             key = keys[r]
             shot["cross_sim"][key] = round(float(np.mean(rows[r][cand])), vmath.CIDS_DECIMALS)
             matched[key].append(crops[cand])
+            if pairs is not None:
+                pairs.append((key, crops[cand]))
         return shot
 
     def aggregate(
@@ -312,7 +391,8 @@ def _invalid(reason: str) -> EvalResult:
 
 
 class CIDSMetric(Metric):
-    """``cids``: character identity consistency, on-stage character count and copy-paste.
+    """``cids``: character identity consistency, on-stage character count, copy-paste and
+    single-character action.
 
     Reads (group scope), per item::
 
@@ -323,19 +403,30 @@ class CIDSMetric(Metric):
     ``candidate_shots`` holds the listed output of each shot (None: none listed; a Media whose
     file is missing scores OCCM with D=0).  Scores: ``cids_cross_mean`` and ``cids_self_mean``
     (cosine-like, [-1, 1]), ``occm`` ([0, 100]), ``copy_paste_score`` ([0, 1], lower is
-    better; the official key).  A story without any output, with a character that has no usable
-    reference, or (faithful) a shot listing an undefined character, is an ``invalid`` row.
+    better; the official key), ``single_character_action`` (0-4, an integer with
+    ``faithful``; None -- an ``invalid`` row for that criterion -- without a judge endpoint, see
+    :mod:`.single_action`).  A story without any output, with a character that has no usable
+    reference, or (faithful) a shot listing an undefined character, is an ``invalid`` row; a
+    story whose model is not available or whose judge request failed is an ``error`` row.
 
-    Parameters: ``detector`` (a name in :data:`DETECTORS`; ``groundingdino``, the official, is
-    not available yet), ``detector_checkpoint``, ``box_threshold`` / ``text_threshold`` (0.25),
+    Parameters: ``detector`` (a name in :data:`DETECTORS`; ``groundingdino``, the official) with
+    ``detector_checkpoint`` (an HF GroundingDINO directory or hub id; null:
+    ``IDEA-Research/grounding-dino-tiny``), ``box_threshold`` / ``text_threshold`` (0.25),
     ``prompt`` (``"character"``), ``object_encoder`` (``clip``) with ``clip_model``
     (``openai/clip-vit-large-patch14``), ``face_encoder`` (``face_mix``, the official default;
-    ``arcface`` without the multi-face ensemble) for ``realistic_human`` characters, ``device``,
-    ``image_batch``, ``faithful``.
+    ``arcface`` without the multi-face ensemble) for ``realistic_human`` characters, with
+    ``face_models`` (the official ``arcface, adaface, facenet``), ``facenet_weights``
+    (``20180402-114759-vggface2.pt``) and ``adaface_weights``
+    (``adaface_ir101_webface12m.ckpt``); the judge of single-character action:
+    ``judge_base_url`` (null: not produced), ``judge_api_key_env``, ``judge_model`` (gpt-4.1),
+    ``judge_max_tries`` (10), ``rubric_dir`` (the official ``user_prompts`` folder; the rubric's
+    hash is in the cache key); ``device``, ``image_batch``, ``faithful``; runtime:
+    ``judge_timeout``, ``judge_max_retries``, ``judge_retry_base_delay_s``,
+    ``judge_max_retry_wait_s``, ``judge_concurrency``.
     """
 
     name = "cids"
-    version = "1"
+    version = "2"
     track = "character"
     criteria = CRITERIA
     scope = "group"
@@ -344,13 +435,47 @@ class CIDSMetric(Metric):
     description = "CIDS (detector + encoders + Hungarian matching), OCCM and copy-paste rate"
     parameters = (
         Param("detector", str, "groundingdino", "detector name (see cids.DETECTORS)"),
-        Param("detector_checkpoint", (str, None), None, "the detector's weights, if it needs any"),
+        Param(
+            "detector_checkpoint",
+            (str, None),
+            None,
+            "groundingdino: HF checkpoint directory or hub id (null: grounding-dino-tiny)",
+        ),
         Param("box_threshold", float, 0.25, "detector box threshold (the official: 0.25)"),
         Param("text_threshold", float, 0.25, "detector text threshold (the official: 0.25)"),
         Param("prompt", str, "character", "detector prompt (the official: character)"),
         Param("object_encoder", str, "clip", "encoder of non-realistic_human characters"),
         Param("clip_model", str, OFFICIAL_CLIP, "CLIP checkpoint: hub id or local directory"),
         Param("face_encoder", str, "face_mix", "encoder of realistic_human characters"),
+        Param(
+            "face_models",
+            list,
+            list(OFFICIAL_FACE_MODELS),
+            "face_mix members (the official: arcface, adaface, facenet; arcface unavailable)",
+        ),
+        Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
+        Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),
+        Param(
+            "judge_base_url",
+            (str, None),
+            None,
+            "single_character_action judge endpoint (null: the criterion is not produced)",
+        ),
+        Param("judge_api_key_env", str, "OPENAI_API_KEY", "environment variable with the key"),
+        Param("judge_model", str, "gpt-4.1", "judge model (the official: gpt-4.1)"),
+        Param("judge_max_tries", int, 10, "answers asked for before giving up", ge=1),
+        Param(
+            "rubric_dir",
+            (str, None),
+            None,
+            "the official user_prompts folder (its single-character rubric's hash is keyed)",
+            runtime=True,
+        ),
+        Param("judge_timeout", float, 120.0, "seconds per request", runtime=True, gt=0),
+        Param("judge_max_retries", int, 5, "retries of a failed request", runtime=True, ge=0),
+        Param("judge_retry_base_delay_s", float, 1.0, "first backoff", runtime=True, ge=0),
+        Param("judge_max_retry_wait_s", float, 60.0, "longest wait", runtime=True, ge=0),
+        Param("judge_concurrency", int, 4, "questions in flight", runtime=True, ge=1),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 16, "crops per forward pass", runtime=True, ge=1),
         Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
@@ -360,21 +485,50 @@ class CIDSMetric(Metric):
         super().__init__(**params)
         self._detector: Detector | None = None
         self._encoders: dict[str, Encoder] = {}
+        self._action: SingleCharacterAction | None = None
 
     @classmethod
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
-        if (params.get("object_encoder") or "clip") != "clip":
-            return []
-        return [str(params.get("clip_model") or OFFICIAL_CLIP)]
+        """The hub checkpoints to prefetch: the GroundingDINO and CLIP ones in use."""
+        from omnistory_vistorybench.metrics.grounding import OFFICIAL_GROUNDING_DINO
+
+        out = []
+        if (params.get("detector") or "groundingdino") == "groundingdino":
+            out.append(str(params.get("detector_checkpoint") or OFFICIAL_GROUNDING_DINO))
+        if (params.get("object_encoder") or "clip") == "clip":
+            out.append(str(params.get("clip_model") or OFFICIAL_CLIP))
+        return out
+
+    def output_params(self) -> dict[str, Any]:
+        """The key parameters plus, with a judge, the single-character rubric's hash (its
+        folder is runtime)."""
+        out = super().output_params()
+        if not self.params.get("judge_base_url"):
+            return out
+        try:
+            out["single_character_rubric_sha256"] = rubric_sha256(
+                read_rubric(self.params.get("rubric_dir"))
+            )
+        except ComponentError:
+            pass
+        return out
 
     def load(self) -> None:
         self._detector = self._build(DETECTORS, str(self.params["detector"]), "detector")
         name = str(self.params["object_encoder"])
         self._encoders = {name: self._build(ENCODERS, name, "encoder")}
+        self._action = SingleCharacterAction.from_params(self.params)
 
     def unload(self) -> None:
         self._detector = None
+        for encoder in self._encoders.values():
+            unload = getattr(encoder, "unload", None)
+            if callable(unload):
+                unload()
         self._encoders = {}
+        if self._action is not None:
+            self._action.close()
+        self._action = None
         release_torch_memory()
 
     def _build(
@@ -406,6 +560,7 @@ class CIDSMetric(Metric):
             self.encoder_for,
             prompt=str(self.params.get("prompt") or "character"),
             faithful=bool(self.params.get("faithful", True)),
+            action=self._action,
         )
         try:
             return scorer.score(item)
@@ -421,6 +576,7 @@ __all__ = [
     "CRITERIA",
     "DETECTORS",
     "ENCODERS",
+    "ACTION",
     "FACE_TAG",
     "StoryScorer",
     "StoryUnscorable",

@@ -11,6 +11,9 @@ so that our numbers match the published ones) and offers the principled alternat
 ``faithful=False``.  :data:`FIDELITY` lists every such switch as ``(metric, quirk, faithful
 behaviour, alternative)``; a metric class passes its own ``faithful`` parameter down.
 
+:data:`DEPARTURES` lists where a model port cannot match the official code at all (no switch:
+what the official runs does not run here), as ``(metric, official, here, why)``.
+
 "Undefined" in the alternatives is ``None``: a story-level value left out of later means
 instead of a number that reads like a measurement.
 
@@ -132,7 +135,20 @@ FIDELITY: tuple[tuple[str, str, str, str], ...] = (
         "status invalid, score None",
     ),
     (
-        "scene, camera, character_action",
+        "single_character_action",
+        "a matched crop whose answer parses in none of 10 tries (temperature +0.1 each)",
+        "score 0, averaged in",
+        "the crop is left out (nothing parsed in the story: None, an invalid row)",
+    ),
+    (
+        "single_character_action",
+        "a shot's character scores are kept in a dict keyed by character name: two onstage"
+        " characters with the same name count once (the later one)",
+        "keyed by name",
+        "keyed by character key",
+    ),
+    (
+        "scene, camera, character_action, single_character_action",
         "top_p=0.2 is passed to the query helper, which never puts it in the request",
         "top_p not sent",
         "top_p sent",
@@ -160,6 +176,36 @@ FIDELITY: tuple[tuple[str, str, str, str], ...] = (
         "a shot with detections but no matched character scores 0",
         "0, averaged in",
         "skipped",
+    ),
+)
+
+#: (metric, what the official runs, what runs here, why): ports that cannot be exact
+DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "cids (all criteria)",
+        "GroundingDINO SwinT-OGC through groundingdino-py 0.4.0 (groundingdino_swint_ogc.pth,"
+        " BERT bert-base-uncased)",
+        "transformers' GroundingDinoForObjectDetection + AutoProcessor on an HF checkpoint"
+        " (IDEA-Research/grounding-dino-tiny is the same SwinT-OGC weights, converted); same"
+        " caption, resize, normalisation and box filter",
+        "groundingdino-py's BERT wrapper breaks on transformers 5 (get_head_mask,"
+        " IDEA-Research/GroundingDINO#446, #458); float differences can flip a box at the"
+        " 0.25 threshold",
+    ),
+    (
+        "cids (realistic_human characters)",
+        "face_mix = ArcFace (insightface antelopev2) + AdaFace IR-101 + FaceNet vggface2",
+        "the face_models listed (adaface, facenet: ports loading the official weight files);"
+        " the official trio, which includes ArcFace, is an error row",
+        "insightface builds from source and routes its ONNX models by graph signature",
+    ),
+    (
+        "cids (realistic_human characters)",
+        "AdaFace and FaceNet embed the face facexlib's RetinaFace finds and aligns to 112x112"
+        " (5 landmarks); crops where no model finds a face are dropped",
+        "the whole detector crop resized to 112x112 (bilinear), in the official channel order"
+        " and scaling; every crop is embedded",
+        "facexlib (RetinaFace ResNet-50, weights fetched at first use) is not available",
     ),
 )
 
@@ -484,6 +530,7 @@ def single_character_action_story(
 __all__ = [
     "CIDS_DECIMALS",
     "COPY_PASTE_TEMPERATURE",
+    "DEPARTURES",
     "FIDELITY",
     "INVALID_SIMILARITY",
     "OCCM_EPS",

@@ -1,0 +1,282 @@
+"""The face encoders of CIDS's ``realistic_human`` characters: FaceNet, AdaFace and ``face_mix``.
+
+The official evaluator (``bench/content/cids_evaluator.py``) embeds a ``realistic_human`` crop
+with three face models and compares two crops by the mean, over the models that produced a
+feature for both, of their cosine (``ensemble_method: average``; no model in common: 0.0):
+
+* ArcFace -- insightface ``FaceAnalysis("antelopev2")`` (ONNX, its own face detector);
+* AdaFace IR-101 -- ``adaface/adaface_ir101_webface12m.ckpt``, input BGR, ``(x/255 - 0.5)/0.5``;
+* FaceNet ``InceptionResnetV1`` (vggface2) -- ``facenet/20180402-114759-vggface2.pt``, input
+  the aligned face as OpenCV gives it: BGR, ``x/255``.
+
+AdaFace and FaceNet read the face that facexlib's ``FaceRestoreHelper`` (RetinaFace ResNet-50,
+5 landmarks) finds and warps to 112x112.  Here:
+
+* :class:`FaceNetEmbedder` and :class:`AdaFaceEmbedder` are ports (architectures in
+  :mod:`._face_nets`, the official weight files loaded strictly from paths given as
+  parameters), with the official input conventions above;
+* :class:`FaceMixEncoder` is ``face_mix`` over the models it is given (``face_models``; the
+  official trio is ``arcface, adaface, facenet``);
+* ArcFace is **not available** (insightface builds from source and routes its ONNX models by
+  graph signature): a ``face_mix`` that lists it, and the ``arcface`` encoder, raise a
+  ``skipped:`` ComponentError, so a story that needs them is an ``error`` row, never a 0.
+
+Documented departure (:data:`.math.DEPARTURES`): facexlib's RetinaFace alignment is not
+available, so each crop is embedded whole, resized to 112x112 (bilinear), and every crop
+yields a feature (the official drops crops in which no model finds a face).  Numbers
+therefore differ from the official ones even with the official weights.
+No heavy import at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnistory_core.api import ComponentError
+from omnistory_vistorybench.metrics._common import (
+    batched,
+    release_torch_memory,
+    require_file,
+    torch_load,
+)
+from omnistory_vistorybench.metrics.clip_encoder import Encoded
+
+#: the official weight files (under the official ``data/pretrain``)
+FACENET_FILE = "facenet/20180402-114759-vggface2.pt"
+ADAFACE_FILE = "adaface/adaface_ir101_webface12m.ckpt"
+#: the official face_mix members, in the order it computes them
+OFFICIAL_FACE_MODELS = ("arcface", "adaface", "facenet")
+#: FaceRestoreHelper's face_size in the official evaluator
+FACE_SIZE = 112
+
+
+def face_pixels(images: Sequence[Any], size: int = FACE_SIZE) -> np.ndarray:
+    """``(n, size, size, 3)`` uint8 BGR arrays: each RGB PIL crop resized whole (bilinear),
+    in the channel order OpenCV gives the official models."""
+    from PIL import Image
+
+    rows = []
+    for image in images:
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        resized = rgb.resize((size, size), Image.Resampling.BILINEAR)
+        rows.append(np.asarray(resized, dtype=np.uint8)[:, :, ::-1])
+    return np.stack(rows) if rows else np.zeros((0, size, size, 3), np.uint8)
+
+
+class _TorchFaceEmbedder:
+    """Shared batching of the two PyTorch face models: ``embed(images) -> (n, 512)`` float32
+    unit rows."""
+
+    name = ""
+
+    def __init__(self, *, device: str = "cpu", batch_size: int = 16):
+        self.device = device
+        self.batch_size = batch_size
+        self.model: Any = None
+
+    def unload(self) -> None:
+        self.model = None
+        release_torch_memory()
+
+    def tensor(self, bgr: np.ndarray) -> Any:  # pragma: no cover - each model defines it
+        raise NotImplementedError
+
+    def forward(self, batch: Any) -> Any:  # pragma: no cover - each model defines it
+        raise NotImplementedError
+
+    def embed(self, images: Sequence[Any]) -> np.ndarray:
+        import torch
+
+        if self.model is None:
+            raise RuntimeError(f"{type(self).__name__}.embed before load()")
+        rows = []
+        for chunk in batched(list(images), self.batch_size):
+            batch = self.tensor(face_pixels(chunk)).to(self.device)
+            with torch.no_grad():
+                feats = self.forward(batch).float()
+            # the official normalises every model's feature again before the cosine
+            rows.append(torch.nn.functional.normalize(feats, p=2, dim=1).cpu().numpy())
+        return np.concatenate(rows) if rows else np.zeros((0, 512), np.float32)
+
+
+class FaceNetEmbedder(_TorchFaceEmbedder):
+    """FaceNet InceptionResnetV1 (vggface2) from the official ``20180402-114759-vggface2.pt``."""
+
+    name = "facenet"
+
+    def load(self, path: str | None) -> FaceNetEmbedder:
+        from omnistory_vistorybench.metrics._face_nets import InceptionResnetV1
+
+        file = require_file(
+            path, "the FaceNet face model", f"set facenet_weights= to {FACENET_FILE}"
+        )
+        net = InceptionResnetV1()
+        _load_strict(net, torch_load(file), file)
+        self.model = net.eval().to(self.device)
+        return self
+
+    def tensor(self, bgr: np.ndarray) -> Any:
+        import torch
+
+        # the official: torch.tensor(aligned_bgr).float() / 255, HWC -> CHW, no standardisation
+        return torch.from_numpy(bgr.copy()).float().div(255.0).permute(0, 3, 1, 2)
+
+    def forward(self, batch: Any) -> Any:
+        return self.model(batch)
+
+
+class AdaFaceEmbedder(_TorchFaceEmbedder):
+    """AdaFace IR-101 from the official ``adaface_ir101_webface12m.ckpt`` (a Lightning
+    checkpoint: its ``state_dict``'s ``model.`` entries) or a plain state dict of the backbone."""
+
+    name = "adaface"
+
+    def load(self, path: str | None) -> AdaFaceEmbedder:
+        from omnistory_vistorybench.metrics._face_nets import ir_backbone
+
+        file = require_file(
+            path, "the AdaFace face model", f"set adaface_weights= to {ADAFACE_FILE}"
+        )
+        try:
+            raw = torch_load(file)
+        except Exception as exc:  # e.g. a checkpoint that pickles non-tensor objects
+            raise ComponentError(
+                f"skipped: {file} cannot be read as tensors only (weights_only=True):"
+                f" {type(exc).__name__}: {exc}; save its state_dict alone with torch.save and"
+                " point adaface_weights at that file",
+                "model_error",
+            ) from exc
+        net = ir_backbone(100)
+        _load_strict(net, adaface_state_dict(raw), file)
+        self.model = net.eval().to(self.device)
+        return self
+
+    def tensor(self, bgr: np.ndarray) -> Any:
+        import torch
+
+        # AdaFace's to_input: BGR, ((x / 255) - 0.5) / 0.5
+        return torch.from_numpy(bgr.copy()).float().div(255.0).sub(0.5).div(0.5).permute(0, 3, 1, 2)
+
+    def forward(self, batch: Any) -> Any:
+        feature, _norm = self.model(batch)
+        return feature
+
+
+def adaface_state_dict(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The backbone weights of an AdaFace checkpoint, as the official ``load_pretrained_model``
+    takes them: ``state_dict`` entries starting with ``model.``, prefix stripped (the margin
+    head's ``head.*`` left out).  A plain backbone state dict is returned as it is."""
+    inner = raw.get("state_dict", raw)
+    if any(str(k).startswith("model.") for k in inner):
+        return {str(k)[6:]: v for k, v in inner.items() if str(k).startswith("model.")}
+    return dict(inner)
+
+
+def _load_strict(net: Any, state: Mapping[str, Any], file: Path) -> None:
+    try:
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0]
+        raise ComponentError(
+            f"skipped: {file} does not fit {type(net).__name__}: {first}", "model_error"
+        ) from exc
+
+
+#: the face models this environment has: name -> (embedder class, weights parameter)
+FACE_MODELS: dict[str, tuple[type[_TorchFaceEmbedder], str]] = {
+    "facenet": (FaceNetEmbedder, "facenet_weights"),
+    "adaface": (AdaFaceEmbedder, "adaface_weights"),
+}
+#: the face models declared but not available, and why
+UNAVAILABLE_FACE_MODELS: dict[str, str] = {
+    "arcface": (
+        "insightface antelopev2 (ONNX with its own face detector) is not available in this"
+        " environment"
+    ),
+}
+
+
+class FaceMixEncoder:
+    """``face_mix``: per crop one feature per model; the similarity of two crops is the mean
+    of the per-model cosines over the models both have (0.0 with none), the official
+    ``ensemble_method: average``.  Features are ``{model name: unit vector}`` dicts."""
+
+    def __init__(self, embedders: Mapping[str, Any]):
+        if not embedders:
+            raise ValueError("face_mix needs at least one face model")
+        self.embedders = dict(embedders)
+
+    def encode(self, images: Sequence[Any]) -> Encoded:
+        if not images:
+            return Encoded()
+        per_model = {name: e.embed(images) for name, e in self.embedders.items()}
+        feats = [{name: rows[i] for name, rows in per_model.items()} for i in range(len(images))]
+        # without a face detector every crop has every model's feature (see the docstring)
+        return Encoded(list(range(len(images))), feats)
+
+    def similarity(self, a: Sequence[Any], b: Sequence[Any]) -> np.ndarray:
+        out = np.zeros((len(a), len(b)), dtype=np.float64)
+        for i, fa in enumerate(a):
+            for j, fb in enumerate(b):
+                common = [m for m in fa if m in fb]
+                if common:
+                    out[i, j] = sum(float(np.dot(fa[m], fb[m])) for m in common) / len(common)
+        return out
+
+    def unload(self) -> None:
+        for embedder in self.embedders.values():
+            embedder.unload()
+
+
+def face_model_names(value: Any) -> list[str]:
+    """``face_models`` as a list of names (a list, or a comma-separated string)."""
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def build_face_mix(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
+    """The ``face_mix`` encoder of the metric's parameters: every model of ``face_models``
+    loaded from its weights parameter; one that is unknown, unavailable or lacks its weights
+    raises a ``skipped:`` ComponentError (the stories that need it are ``error`` rows)."""
+    names = face_model_names(params.get("face_models", OFFICIAL_FACE_MODELS))
+    if not names:
+        raise ComponentError("skipped: face_mix needs at least one of face_models", "model_error")
+    batch = int(params.get("image_batch") or 16)
+    embedders: dict[str, Any] = {}
+    for name in names:
+        if name in UNAVAILABLE_FACE_MODELS:
+            raise ComponentError(
+                f"skipped: the {name} face model is not available: {UNAVAILABLE_FACE_MODELS[name]};"
+                f" list the others in face_models= (e.g. adaface,facenet), a documented departure",
+                "model_error",
+            )
+        if name not in FACE_MODELS:
+            known = ", ".join(sorted([*FACE_MODELS, *UNAVAILABLE_FACE_MODELS]))
+            raise ComponentError(
+                f"skipped: unknown face model {name!r} in face_models; known: {known}",
+                "model_error",
+            )
+        cls, weights = FACE_MODELS[name]
+        embedders[name] = cls(device=device, batch_size=batch).load(params.get(weights))
+    return FaceMixEncoder(embedders)
+
+
+__all__ = [
+    "ADAFACE_FILE",
+    "AdaFaceEmbedder",
+    "FACENET_FILE",
+    "FACE_MODELS",
+    "FACE_SIZE",
+    "FaceMixEncoder",
+    "FaceNetEmbedder",
+    "OFFICIAL_FACE_MODELS",
+    "UNAVAILABLE_FACE_MODELS",
+    "adaface_state_dict",
+    "build_face_mix",
+    "face_model_names",
+    "face_pixels",
+]
