@@ -53,6 +53,7 @@ class SweepCallback(Callback):  # type: ignore[misc]
     """Validates the dataset before any job starts and sums job stats at the end of a sweep."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        force_sweeper_params(config)
         with _user_errors_stop_the_sweep():
             self._start(config)
 
@@ -114,6 +115,31 @@ class SweepCallback(Callback):  # type: ignore[misc]
             raise SystemExit(1)
         if status:
             raise SystemExit(status)
+
+
+def force_sweeper_params(config: DictConfig) -> None:
+    """A suite's ``hydra.sweeper.params`` as the command line is given to Hydra: a component's
+    parameter (``tts.temperature: 0.5,0.7``) forced, so that a key one component does not take
+    fails that job in one line instead of stopping the sweep while Hydra composes it
+    (:func:`omnistory_core.params.force_param_overrides`).  Hydra creates the sweeper, which reads
+    these params, after this callback's ``on_multirun_start``."""
+    from omegaconf import open_dict, read_write
+
+    from omnistory_core.app import component_groups
+    from omnistory_core.params import force_param_overrides
+
+    sweeper = config.hydra.get("sweeper")
+    params = sweeper.get("params") if sweeper is not None else None
+    if not params:
+        return
+    groups = component_groups()
+    keys = [str(k) for k in params]
+    forced = [force_param_overrides([f"{k}=_"], groups)[0][: -len("=_")] for k in keys]
+    if forced == keys:
+        return
+    values = [params[k] for k in keys]
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.sweeper.params = dict(zip(forced, values, strict=True))
 
 
 @contextmanager
