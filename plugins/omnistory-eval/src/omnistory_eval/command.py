@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omnistory_core.errors import UserError
+from omnistory_core.errors import ConfigError
 from omnistory_core.jobdir import JobDirError
 from omnistory_core.tasks import DEFAULT_TASK, Task
 from omnistory_eval.evaluators import (  # noqa: F401 - also importable from here
@@ -56,7 +56,7 @@ class EvaluationRun:
         return sum(1 for r in self.rows if r.status == "error")
 
 
-class EvaluationInputError(UserError):
+class EvaluationInputError(ConfigError):
     """A run that cannot be evaluated as asked (one line, exit 2)."""
 
 
@@ -473,7 +473,8 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--no-report", action="store_true", help="do not rebuild the report")
     parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
+    # positionals may come after options (``--outputs DIR dataset.root=...``)
+    args = parser.parse_intermixed_args(argv)
     try:
         run_dir, dataset = split_positionals(args.positionals)
         if run_dir is None:

@@ -24,6 +24,14 @@ also that different generation calls make different outputs: the run scores iden
 once whatever made them (``tts=noop`` gives one tone per gender), so there ``calls`` is an upper
 bound.  Complete job directories of earlier runs in the same sweep directory are scored by the
 evaluation too; they are read exactly as the evaluation reads them.
+
+A task with its own ``evaluation`` (ViStoryBench) is planned from the units that evaluation
+gives (:func:`plan_task_evaluation`): each evaluator's units of its scope, keyed as the run keys
+them, from outputs already on disk (``evaluate --dry-run``, :func:`print_run_plan`, or the
+complete job directories of a sweep's dry run).  A call may make several judge requests: the
+task says how many (its evaluation's ``planned_requests``), each row then has ``requests`` and
+whether that count is an upper bound; the cost of a priced evaluator comes from its own
+``pricing()`` and ``estimate()``.
 """
 
 from __future__ import annotations
@@ -59,7 +67,9 @@ __all__ = [
     "PlannedSystem",
     "plan_evaluation",
     "plan_sweep_evaluation",
+    "plan_task_evaluation",
     "planned_pool",
+    "print_run_plan",
     "systems_to_evaluate",
 ]
 
@@ -354,6 +364,295 @@ def _stage_end_notes(evaluator: Any, calls: int, awaiting_repair: int) -> list[s
     ]
 
 
+def plan_task_evaluation(
+    evaluation: Any,
+    evaluators: list[Any],
+    store: Store,
+    settings: PlanSettings | None = None,
+    blocked: Mapping[str, str] | None = None,
+) -> EvaluationPlan:
+    """The evaluator rows of a task's own evaluation (its units per scope, from outputs on
+    disk): per evaluator the distinct calls still to make and those the store holds, the units
+    scored and those lacking an output, the judge requests the calls make (``requests``, with
+    ``requests_upper_bound``) and, for an evaluator with a ``pricing()``, the cost its
+    ``estimate()`` gives per call."""
+    from omnistory_eval.runner import task_units
+
+    settings = settings or PlanSettings()
+    blocked = blocked or {}
+    results = ResultStore(store)
+    units = task_units(evaluation)
+    requests_of = getattr(evaluation, "planned_requests", None)
+    systems = getattr(evaluation, "systems", None) or []
+    plan = EvaluationPlan(systems=len(systems))
+    for evaluator in evaluators:
+        key = evaluator.key()
+        if key in plan.rows:
+            continue
+        scope = str(getattr(evaluator, "scope", "item"))
+        reads = tuple(evaluator.reads)
+        try:
+            pricing = evaluator.pricing() if callable(getattr(evaluator, "pricing", None)) else None
+        except ValueError as exc:  # a malformed price table: the remedy is the setting
+            raise EvaluationPlanError(f"{key}: {' '.join(str(exc).split())}") from None
+        pending: dict[str, int] = {}  # call key -> judge requests it makes
+        cached: set[str] = set()
+        estimates: dict[str, dict[str, Any]] = {}
+        items = missing_output = 0
+        upper_bound = False
+        for unit in units.get(scope, ()):
+            if set(unit.missing) & set(reads):
+                missing_output += 1
+                continue
+            items += 1
+            if key in blocked:
+                continue
+            inputs = {name: unit.pool[name] for name in reads}
+            call = item_key(evaluator, inputs)
+            if call in pending or call in cached:
+                continue
+            record = results.get(call)
+            if record is not None and not needs_recompute(record, "none"):
+                cached.add(call)
+                continue
+            counted = requests_of(evaluator, unit) if callable(requests_of) else None
+            if counted is not None:
+                pending[call] = int(counted[0])
+                upper_bound = upper_bound or bool(counted[1])
+            else:
+                pending[call] = 0
+            if pricing is not None:
+                estimates[call] = evaluator.estimate(inputs, pricing, settings.output_tokens)
+        seconds, seconds_source = settings.seconds_per_call(
+            key, getattr(evaluator, "uses_gpu", None)
+        )
+        entry: dict[str, Any] = {
+            "price_source": getattr(pricing, "source", None) if pricing is not None else None,
+            "seconds_per_call": seconds,
+            "seconds_source": seconds_source,
+        }
+        if pricing is not None and getattr(pricing, "price", None) is None:
+            entry["cost_note"] = str(getattr(pricing, "source", "no price"))
+        calls = len(pending)
+        per_key = [estimates[k] for k in pending if k in estimates]
+        row = component_row(calls, len(cached), 1 if calls else 0, entry, per_key)
+        row.update(stage="evaluation", scope=scope, items=items, missing_output=missing_output)
+        if callable(requests_of) and any(pending.values()):
+            row["requests"] = sum(pending.values())
+            row["requests_upper_bound"] = upper_bound
+        plan.rows[key] = row
+        if key in blocked:
+            plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
+    describe = getattr(evaluation, "request_notes", None)
+    if callable(describe):
+        plan.notes.extend(describe(evaluators, plan.rows))
+    return plan
+
+
+def task_plan_notes(evaluation: Any, plan: EvaluationPlan, environment: list[str]) -> list[str]:
+    """The general notes of a task evaluation's plan (what it counts, and how)."""
+    systems = getattr(evaluation, "systems", None) or []
+    counts = {scope: len(found) for scope, found in dict(evaluation.units).items()}
+    notes = [
+        f"evaluation rows (metric/..., judge/...): {len(systems)} system(s) read from the"
+        " outputs on disk; units per scope: "
+        + ", ".join(f"{scope} {n}" for scope, n in counts.items())
+        + "; each distinct unit scored once per evaluator and keyed as the evaluation keys it"
+        " (calls: units still to score; cached: results the store holds).",
+    ]
+    if any(r.get("price_source") for r in plan.rows.values()):
+        notes.append(
+            "evaluation est_cost_usd: each priced evaluator's estimate of its requests (input"
+            " tokens counted on the prompts it would send; output tokens: engine.plan"
+            ".output_tokens, else its max_tokens, an upper bound)."
+        )
+    if environment:
+        notes.append(
+            "the evaluation's pre-flight stops on what 'evaluation cannot run here' lists, unless"
+            " --allow-partial (then those evaluators make no call)."
+        )
+    return notes
+
+
+def print_run_plan(
+    run_dir: Path,
+    *,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str],
+    store_path: Path | None = None,
+    allow_partial: bool = False,
+    task: str | None = None,
+    outputs: Path | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> int:
+    """``evaluate --dry-run``: the plan of the evaluation ``evaluate`` would run with the same
+    arguments, printed as the sweep's dry run prints its table; nothing is scored, loaded or
+    asked over the network.  Returns 2 when the evaluation could not start as configured."""
+    import sys
+
+    from omnistory_core.engine.dryrun import add_components, merge_plans, render_plan
+    from omnistory_core.errors import ConfigError
+    from omnistory_eval.command import run_task
+
+    settings = PlanSettings()
+    selected = run_task(run_dir, task, outputs)
+    try:
+        if selected.evaluation is not None:
+            result = _plan_task_run(
+                selected,
+                run_dir,
+                metrics,
+                judges,
+                overrides,
+                store_path,
+                allow_partial,
+                outputs,
+                dataset,
+                settings,
+            )
+        else:
+            if outputs is not None:
+                raise EvaluationPlanError(
+                    f"--outputs: task {selected.name} reads its job directories only"
+                )
+            result = _plan_job_dirs(
+                run_dir, metrics, judges, overrides, store_path, allow_partial, settings
+            )
+    except ConfigError as exc:
+        print(f"omnistory evaluate: error: {exc}", file=sys.stderr)
+        return 2
+    plan = merge_plans([], settings)
+    add_components(plan, result.rows, settings)
+    plan["jobs"] = result.systems
+    plan["evaluation_cannot_run_here"] = result.cannot_run_here
+    plan["notes"] += result.notes
+    print(render_plan(plan, title=f"evaluation dry run of {run_dir}"), flush=True)
+    return 0
+
+
+def _plan_task_run(
+    task: Any,
+    run_dir: Path,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str],
+    store_path: Path | None,
+    allow_partial: bool,
+    outputs: Path | None,
+    dataset: dict[str, Any] | None,
+    settings: PlanSettings,
+) -> EvaluationPlan:
+    from omnistory_eval.command import check_scopes, task_evaluation_of
+    from omnistory_eval.runner import task_units
+
+    evaluation = task_evaluation_of(task, run_dir, outputs=outputs, dataset=dataset)
+    recorded = getattr(evaluation, "store", None)
+    store_root = Path(store_path or recorded or run_dir / "store")
+    evaluators, blocked, environment, unchecked = _planned_evaluators(
+        metrics, judges, overrides, store_root, allow_partial
+    )
+    check_scopes(task, evaluators, task_units(evaluation))
+    result = plan_task_evaluation(
+        evaluation, evaluators, ReadOnlyStore(store_root), settings, blocked
+    )
+    result.cannot_run_here += environment
+    result.notes = task_plan_notes(evaluation, result, environment) + unchecked + result.notes
+    return result
+
+
+def _plan_job_dirs(
+    run_dir: Path,
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str],
+    store_path: Path | None,
+    allow_partial: bool,
+    settings: PlanSettings,
+) -> EvaluationPlan:
+    """The story-continuation pools of the complete job directories of ``run_dir``."""
+    from omnistory_core.data.cache import load_examples
+
+    systems = systems_to_evaluate(run_dir, [])
+    if not systems:
+        raise EvaluationPlanError(f"{run_dir}: no complete job directory (manifest.json) found")
+    fingerprints = {s.fingerprint for s in systems}
+    if len(fingerprints) > 1:
+        raise EvaluationPlanError(
+            f"{run_dir}: systems were run on different datasets: {fingerprints}"
+        )
+    store_root = Path(store_path or systems[0].store or run_dir / "store")
+    evaluators, blocked, environment, unchecked = _planned_evaluators(
+        metrics, judges, overrides, store_root, allow_partial
+    )
+    examples, _ = load_examples(systems[0].spec)
+    result = plan_evaluation(
+        systems, examples, evaluators, ReadOnlyStore(store_root), settings, blocked
+    )
+    result.cannot_run_here += environment
+    result.notes = unchecked + result.notes
+    return result
+
+
+def _planned_evaluators(
+    metrics: list[str],
+    judges: list[str],
+    overrides: list[str],
+    store_root: Path,
+    allow_partial: bool,
+) -> tuple[list[Any], dict[str, str], list[str], list[str]]:
+    """The evaluators built as the evaluation builds them and their pre-flight without the
+    network: (evaluators, blocked, 'cannot run here' lines, a note on what was not checked).
+    A bad setting raises :class:`EvaluationPlanError` unless ``allow_partial``."""
+    from omnistory_core.errors import ConfigError, PluginError
+    from omnistory_eval.evaluators import build_evaluators
+    from omnistory_eval.preflight import NOT_ASKED, NOT_PROBED, causes_by_evaluator, preflight
+
+    try:
+        evaluators = build_evaluators(metrics, judges, overrides, store_root)
+    except (ConfigError, PluginError, ValueError) as exc:
+        raise EvaluationPlanError(" ".join(str(exc).split())) from None
+    problems = preflight(evaluators, network=False)
+    config = [p for p in problems if p.check == "config"]
+    if config and not allow_partial:
+        raise EvaluationPlanError(
+            "; ".join(f"{p.line()} ({p.remedy})" for p in config)
+            + " (the evaluation's pre-flight stops on this; --allow-partial scores with the"
+            " others)"
+        )
+    blocked = causes_by_evaluator(config) if allow_partial else {}
+    unchecked = [p for p in problems if p.detail in (NOT_PROBED, NOT_ASKED)]
+    environment = [p for p in problems if p.check != "config" and p not in unchecked]
+    lines = list(dict.fromkeys(f"{p.line()}; {p.remedy}" for p in environment))
+    notes = []
+    if unchecked:
+        notes.append(
+            "not checked (a dry run makes no network call): "
+            + ", ".join(dict.fromkeys(f"{p.evaluator} {p.check} {p.target}" for p in unchecked))
+            + "; the evaluation's pre-flight checks them."
+        )
+    return evaluators, blocked, lines, notes
+
+
+def _own_evaluation_task(sweep_dir: Path) -> Any:
+    """The task of the complete job directories of ``sweep_dir`` when it brings its own
+    evaluation, else None (Omni-StoryBench's pools; an empty sweep directory)."""
+    from omnistory_core.plugins import load_plugins
+    from omnistory_eval.runner import discover_manifests
+
+    try:
+        names = {job.task for job in discover_manifests(sweep_dir)}
+    except JobDirError:
+        return None
+    if len(names) != 1:
+        return None
+    try:
+        task = load_plugins().task(names.pop())
+    except Exception:  # noqa: BLE001 - an unknown task: the evaluation says so when it runs
+        return None
+    return task if task.evaluation is not None else None
+
+
 def _read_jobs(sweep_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return [
         (path.parent, json.loads(path.read_text("utf-8")))
@@ -388,6 +687,26 @@ def plan_sweep_evaluation(
 
     settings = settings or PlanSettings()
     plan = EvaluationPlan()
+    task = _own_evaluation_task(sweep_dir)
+    if task is not None:
+        # its jobs' outputs are read from disk: the complete job directories of earlier runs
+        result = _plan_task_run(
+            task,
+            sweep_dir,
+            metrics,
+            judges,
+            overrides,
+            None,
+            allow_partial,
+            None,
+            None,
+            settings,
+        )
+        result.notes.append(
+            f"evaluation (task {task.name}): planned over the complete job directories already"
+            " in the sweep directory; the outputs of jobs still to run are not in it."
+        )
+        return result
     try:
         systems = systems_to_evaluate(sweep_dir, _read_jobs(sweep_dir))
     except JobDirError as exc:  # RunDirError included

@@ -102,6 +102,51 @@ class TaskEvaluation:
     def scoped(self, scope: str) -> list[Unit]:
         return self.units.get(scope, [])
 
+    def planned_requests(self, evaluator: Any, unit: Unit) -> tuple[int, bool] | None:
+        """The judge requests one call of ``evaluator`` on ``unit`` makes, and whether that is an
+        upper bound (the dry run's count; None: an evaluator that asks no judge)."""
+        if evaluator.kind != "metric":
+            return None
+        if evaluator.name == "prompt_align":
+            # one question per dimension of a shot with an image (scene, camera, character_action)
+            image = unit.pool.get("candidate_image")
+            return (len(evaluator.criteria) if image is not None else 0), False
+        if evaluator.name == "cids" and "single_character_action" in evaluator.criteria:
+            if not evaluator.params.get("judge_base_url"):
+                return 0, False
+            # one per matched crop; before running only the onstage characters are known
+            return shot_characters(unit), True
+        return None
+
+    def request_notes(self, evaluators: Iterable[Any], rows: Mapping[str, Any]) -> list[str]:
+        """What the dry run's ``requests`` of the ViStoryBench judges count."""
+        notes = []
+        for evaluator in evaluators:
+            row = rows.get(evaluator.key()) or {}
+            if evaluator.kind != "metric":
+                continue
+            if evaluator.name == "prompt_align":
+                notes.append(
+                    f"{evaluator.key()}: {row.get('requests', 0)} judge request(s) in"
+                    f" {row.get('calls', 0)} call(s): 3 per shot with an output (scene, camera,"
+                    " character_action); an answer that does not parse is asked again (up to"
+                    " max_tries), which is not counted."
+                )
+            elif evaluator.name == "cids" and "single_character_action" in evaluator.criteria:
+                if not evaluator.params.get("judge_base_url"):
+                    notes.append(
+                        f"{evaluator.key()}: no single_character_action judge request"
+                        " (judge_base_url is not set: the criterion is not produced)."
+                    )
+                    continue
+                notes.append(
+                    f"{evaluator.key()}: at most {row.get('requests', 0)}"
+                    " single_character_action judge request(s), an upper bound: one per"
+                    " matched character crop, and matching is unknown before running, so each"
+                    " onstage character of each shot with an output is counted once."
+                )
+        return notes
+
 
 # -- the entry point ------------------------------------------------------------------------------
 

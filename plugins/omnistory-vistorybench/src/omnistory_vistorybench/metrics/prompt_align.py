@@ -369,6 +369,14 @@ class PromptAlignMetric(Metric):
         Param("retry_base_delay_s", float, 1.0, "first backoff wait", runtime=True, ge=0),
         Param("max_retry_wait_s", float, 60.0, "longest single wait", runtime=True, ge=0),
         Param("concurrency", int, 4, "questions in flight at most", runtime=True, ge=1),
+        Param(
+            "prices",
+            (dict, None),
+            None,
+            "the dry run's price table {model: {input_per_mtok, output_per_mtok}} (null: the"
+            " reference table)",
+            runtime=True,
+        ),
     )
 
     def __init__(self, **params: Any):
@@ -387,6 +395,48 @@ class PromptAlignMetric(Metric):
             dim: hashlib.sha256(text.encode("utf-8")).hexdigest() for dim, text in rubrics.items()
         }
         return out
+
+    # -- the dry run's estimates -------------------------------------------------------------
+    def pricing(self) -> Any:
+        """The judge model's price (``prices``, else the reference table); None for a server on
+        this machine (``base_url`` on a loopback host), which bills nothing."""
+        from urllib.parse import urlparse
+
+        from omnistory_core.kit.planning.usage import price_of
+
+        base_url = self.params.get("base_url")
+        host = urlparse(str(base_url)).hostname if base_url else None
+        if host in ("localhost", "127.0.0.1", "::1"):
+            return None
+        where = f"metric.{self.name}.prices"
+        return price_of(str(self.params["model"]), self.params.get("prices"), where)
+
+    def estimate(
+        self, inputs: dict[str, Any], pricing: Any, output_tokens: int | None
+    ) -> dict[str, Any]:
+        """One shot's three questions: input tokens of each rubric, shot text and the 512x512
+        image; output tokens ``output_tokens`` each, else ``max_tokens`` (an upper bound).  A
+        re-asked unparsable answer is not counted; unknown rubrics leave the input unknown."""
+        from omnistory_core.kit.planning.usage import count_tokens
+
+        media = inputs.get("candidate_image")
+        texts = self._texts(inputs.get("shot") or {})
+        if media is None or any(t is None for t in texts.values()):
+            return {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}  # no request
+        per_answer = output_tokens if output_tokens is not None else int(self.params["max_tokens"])
+        tokens_out = per_answer * len(CRITERIA)
+        try:
+            rubrics = self._rubrics or read_rubrics(self.params.get("rubric_dir"))
+        except ComponentError:
+            return {"input_tokens": None, "output_tokens": tokens_out}
+        image = -(-IMAGE_SIZE[0] * IMAGE_SIZE[1] // 750)  # what the judge is sent, resized
+        tokens_in = sum(
+            count_tokens(rubrics[dim]) + count_tokens(texts[dim] or "") + image for dim in CRITERIA
+        )
+        estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+        if pricing is not None and getattr(pricing, "price", None) is not None:
+            estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
+        return estimate
 
     def load(self) -> None:
         self._rubrics = read_rubrics(self.params.get("rubric_dir"))
