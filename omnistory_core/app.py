@@ -180,9 +180,10 @@ def check_param_overrides(cfg: DictConfig, task_generates: bool) -> None:
     for override in overrides:
         if override.group in ("metric", "judge"):  # evaluators are never part of a system
             raise ConfigError(
-                f"{override.text}: a generation run builds no {override.group}; set evaluator"
-                f" parameters with evaluation.overrides='[{override.group}.NAME.KEY=VALUE]' (or"
-                f" `python -m omnistory_core evaluate --set {override.group}.NAME.KEY=VALUE`)"
+                f"{override.text}: a generation run builds no {override.group}; an evaluator's"
+                f" parameter is set with 'evaluation.overrides=[\"{override.text}\"]' (scored"
+                f" at the end of a -m sweep) or `python -m omnistory_core evaluate --set"
+                f" {override.text}`"
             )
     if not overrides:
         return

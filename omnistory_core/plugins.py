@@ -393,6 +393,22 @@ def _register_plugin(
         )
 
 
+def check_plugin_module(module: Any, name: str = "plugin") -> Registry:
+    """Load one plugin's hook module on its own, exactly as :func:`load_plugins` loads an
+    installed one, into a registry of its own, and raise what is refused instead of warning: a
+    ``pluggy.PluginValidationError`` for a hook that is not in the specs (with a did-you-mean) or
+    has the wrong arguments, the exception of a hook that fails.  ``module``: the module, or a
+    callable returning it (an entry point's ``load``).  For plugin authors' tests
+    (``omnistory_testkit.check_component``)."""
+    registry = Registry()
+    pm = _make_manager()
+    load = module if callable(module) else (lambda: module)
+    _register_plugin(pm, registry, name, load, "unknown", "unknown", strict=True)
+    pm.check_pending()  # what _check_hooks may not cover in a later pluggy
+    registry.manager = pm
+    return registry
+
+
 def load_plugins(*, force: bool = False) -> Registry:
     """Load the built-in and installed plugins once per process and return the registry."""
     global _registry

@@ -4,7 +4,11 @@ contract every component must keep.
 What is checked (each one raises :class:`ConformanceError`, an ``AssertionError``, naming the
 component, the check and what to change):
 
-``identity``        ``kind``, ``name`` and ``version`` are set; the plugin hook accepts the class
+``identity``        ``kind``, ``name`` and ``version`` are set; the plugin hook accepts the class;
+                    the plugin's own hook module (``plugin_module``, else the ``omnistory`` entry
+                    points of the installed distribution that ships the class) loads and
+                    validates as ``load_plugins`` loads it: a misspelt hook name
+                    (``register_tts_expert``) is named with a did-you-mean
 ``reads``           every declared input is in its kind's vocabulary (``omnistory_core.components``)
 ``light_import``    importing the class's module in a fresh interpreter imports no heavy library
                     (torch, transformers, diffusers, ...) that ``omnistory_core`` itself does not
@@ -87,6 +91,7 @@ def check_component(
     vary: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
     score_range: tuple[float, float] | None = None,
+    plugin_module: Any = None,
     **kwargs: Any,
 ) -> ConformanceReport:
     """Run ``cls`` with parameters ``kwargs`` through the engine on the first ``examples`` demo
@@ -103,8 +108,13 @@ def check_component(
     run of built-in systems on the demo is scored through the evaluation runner (see
     :mod:`omnistory_testkit.evaluator_conformance`); ``score_range`` ``(low, high)`` bounds
     its scores (default: the class's ``score_range``, 1-10 for a judge).
+
+    ``plugin_module`` (a module or its dotted name): the plugin's hook module, checked as the
+    plugin loader checks it; by default the entry points of the installed distribution that
+    ships ``cls`` are (a class defined in a test module has none, and nothing is checked).
     """
     params = {**dict(params or {}), **kwargs}
+    _check_plugin_module(cls, plugin_module)
     if getattr(cls, "kind", None) in _EVALUATOR_HOOKS:
         from omnistory_testkit.evaluator_conformance import check_evaluator
 
@@ -124,6 +134,60 @@ def check_component(
         _check_deterministic(cls, params, demo, root, first, report)
         _check_failures(cls, params, demo, root, report)
     return report
+
+
+# -- the plugin's hook module -------------------------------------------------------------------
+
+
+def _hook_modules(cls: type, plugin_module: Any) -> list[tuple[str, Any]]:
+    """(name, loader) of each hook module to check: ``plugin_module``, else the ``omnistory``
+    entry points of the distribution(s) that ship the class's top-level package."""
+    import importlib
+    import importlib.metadata as md
+
+    from omnistory_core.plugins import ENTRY_POINT_GROUP
+
+    if plugin_module is not None:
+        if isinstance(plugin_module, str):
+            return [(plugin_module, lambda: importlib.import_module(plugin_module))]
+        return [(getattr(plugin_module, "__name__", "plugin_module"), lambda: plugin_module)]
+    top = str(getattr(cls, "__module__", "")).split(".")[0]
+    dists = set(md.packages_distributions().get(top, []))
+    if not dists:
+        return []
+    return [
+        (ep.name, ep.load)
+        for ep in md.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.dist is not None and ep.dist.name in dists
+    ]
+
+
+def _check_plugin_module(cls: type, plugin_module: Any) -> None:
+    """identity: the plugin's hook module loads and validates, as the plugin loader sees it.
+    Installed, a module that does not validate is one warning line and the plugin's components
+    are simply missing, which its own tests would never notice."""
+    import pluggy
+
+    from omnistory_core.plugins import check_plugin_module
+
+    for name, load in _hook_modules(cls, plugin_module):
+        try:
+            check_plugin_module(load, name)
+        except pluggy.PluginValidationError as exc:
+            flat = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise _fail(
+                cls,
+                "identity",
+                f"the plugin module {name!r} does not validate, so the plugin loader refuses the"
+                f" whole plugin: {flat}",
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - an import error, a hook that raises: say it
+            raise _fail(
+                cls,
+                "identity",
+                f"the plugin module {name!r} cannot be loaded ({type(exc).__name__}: {exc}), so"
+                " the plugin loader skips the whole plugin",
+            ) from exc
 
 
 # -- helpers -------------------------------------------------------------------------------------
