@@ -9,9 +9,10 @@ imports: a task's loaders, layouts and tables are named here and imported when u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 #: where an evaluator's score applies: one item (an Omni-StoryBench transition, a ViStoryBench
 #: shot), one group of items (a story) or the whole run (Inception Score)
@@ -66,6 +67,37 @@ class PaperTable:
     needs: tuple[str, ...] = ("scores",)
 
 
+class EvaluationUnit(Protocol):
+    """One unit an evaluator scores (what :attr:`Task.evaluation` returns, per scope):
+    ``example_id`` is the item id, the group id or ``""`` for the run; ``pool`` holds the
+    inputs evaluators may ``reads``; ``missing`` the candidate inputs the system did not produce
+    (an evaluator reading one gets ``missing_output`` rows and makes no call)."""
+
+    @property
+    def system(self) -> str: ...
+    @property
+    def example_id(self) -> str: ...
+    @property
+    def pool(self) -> Mapping[str, Any]: ...
+    @property
+    def missing(self) -> AbstractSet[str]: ...
+
+
+class TaskEvaluation(Protocol):
+    """What :attr:`Task.evaluation` returns.  ``units``: scope (``item|group|run``) -> its
+    units; ``systems``: one entry per system scored; ``store``: the store the job directories
+    recorded (None: ``<run dir>/store``).  Optional, for the dry run:
+    ``planned_requests(evaluator, unit) -> (requests, upper_bound) | None`` (the judge requests
+    one call makes) and ``request_notes(evaluators, rows) -> [str]`` (what those counts mean)."""
+
+    @property
+    def units(self) -> Mapping[str, Sequence[EvaluationUnit]]: ...
+    @property
+    def systems(self) -> Sequence[Any]: ...
+    @property
+    def store(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Task:
     """A benchmark's declaration.  ``load`` maps the ``dataset`` config to records (each with an
@@ -96,10 +128,16 @@ class Task:
     #: A task whose records or outputs differ (ViStoryBench: shots -> one image each) brings its
     #: own, built from the engine's stages, store and layout helpers.
     generate: Callable[[Any, Any], dict[str, Any]] | None = None
-    #: how the evaluation runner reads this task's job directories:
-    #: ``evaluation(job_dirs, config) -> TaskEvaluation`` (see the evaluation distribution's
-    #: ``runner.evaluate_task``); None: the core's story-continuation pools (one item per
-    #: transition, the job directory of :mod:`omnistory_core.jobdir`).
+    #: how the evaluation reads this task's outputs: ``evaluation(job_dirs, config)`` with the
+    #: paths of the complete job directories of a run directory (their manifests name this
+    #: task) and ``config`` = ``{"outputs": an external outputs tree in the task's layout or
+    #: None, "dataset": dataset options given on the command line (they override a
+    #: manifest's)}``; it returns a :class:`TaskEvaluation`.  The runner
+    #: (the evaluation distribution's ``runner.evaluate_task``) gives each evaluator the units of
+    #: its ``scope``, with the same keys, store and statuses as Omni-StoryBench's.  Bad input is
+    #: a :class:`~omnistory_core.errors.UserError` naming the folder or file.  None: the core's
+    #: story-continuation pools (one item per transition, the job directory of
+    #: :mod:`omnistory_core.jobdir`).
     evaluation: Callable[..., Any] | None = None
     #: how ``report --task NAME`` and the end of a sweep build this task's report:
     #: ``report(out_dir, scores=..., run_dir=..., options=...) -> out_dir``; None: the report
@@ -157,10 +195,12 @@ __all__ = [
     "SCOPES",
     "Aggregation",
     "Column",
+    "EvaluationUnit",
     "OutputSlot",
     "PaperTable",
     "Scope",
     "Task",
+    "TaskEvaluation",
     "Track",
     "selected_task",
 ]
