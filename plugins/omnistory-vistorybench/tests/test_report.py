@@ -417,6 +417,18 @@ def test_sweep_end_builds_the_report_then_scores_rank_beside_published(tmp_path:
     assert strip.count("<img ") == 2 and "missing: image file missing" in strip
     assert _refs(html, "01").count("<img ") == 4
 
+    # the dataset moved away: the strips come from the records alone, without references
+    manifest = json.loads((job / "manifest.json").read_text())
+    manifest["dataset"].update(name="vistory", root=str(tmp_path / "moved"))
+    (job / "manifest.json").write_text(json.dumps(manifest))
+    proc = run_cli("report", "--run-dir", str(sweep), "--out", "moved-report", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "moved-report" / "index.html").read_text(encoding="utf-8")
+    assert "not found: no reference images" in html
+    strip = _strip(html, "01")
+    assert re.findall(r'data-shot="(\d+)"', strip) == ["1", "2", "3", "4", "5", "7"]
+    assert strip.count("<img ") == 5 and "<img " not in _refs(html, "01")
+
 
 @pytest.mark.parametrize(
     ("line", "message"),

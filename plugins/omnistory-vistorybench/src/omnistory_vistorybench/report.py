@@ -177,7 +177,7 @@ def _score_line(where: str, lineno: int, data: Mapping[str, Any]) -> ScoreLine:
         scope=scope,
         evaluator=str(data["evaluator"]),
         metric=str(data["criterion"]).strip(),
-        score=None if status != "ok" else float(score),
+        score=float(score) if status == "ok" and score is not None else None,
         status=status,
         line=lineno,
     )
@@ -693,6 +693,17 @@ def _leaderboard_section(page: Page) -> str:
             '<p class="note">Not ranked (outside the official roster; --roster all ranks them): '
             f"{escape(', '.join(page.left_out))}</p>"
         )
+    if page.published and page.scored:
+        parts.append(
+            '<p class="note">Rows marked published are the official numbers of the bench_results'
+            " CSV; they are the same under every policy, ranked together with ours.</p>"
+        )
+    if page.scored and any(len(run_splits(run)) > 1 for run in page.runs.values()):
+        parts.append(
+            '<p class="note">A full run is also ranked on its lite stories; its run-level values'
+            " (the Inception Score) are the full run's there (the official recomputes them over"
+            " the lite images).</p>"
+        )
     for policy, board in page.boards.items():
         parts.append(f"<h3>{escape(_POLICY_TITLES[policy])}</h3>")
         if board.empty:
@@ -719,11 +730,11 @@ def _no_scores_note(page: Page) -> str:
 
 
 def _board_table(board: pd.DataFrame, policy: str, split: str) -> str:
-    columns = [c for c in board.columns if c != "split"]
+    columns = [str(c) for c in board.columns if c != "split"]
     head = "".join(
         f'<th class="l">{escape(c)}</th>'
         if c in ("Method", "model", "mode", "model_key", "source")
-        else f"<th>{escape(lb.DISPLAY_NAMES.get(c, c))}</th>"
+        else f"<th>{escape(lb.DISPLAY_NAMES.get(c) or c)}</th>"
         for c in columns
     )
     rows = []
@@ -791,12 +802,22 @@ class _Story:
 
 def _stories(page: Page) -> list[_Story]:
     """The stories of the run, in dataset order: from each job's dataset (the first job that
-    loads wins for a story), else from its records (no reference images then)."""
+    loads wins for a story; jobs on the same dataset load it once), else from its records (no
+    reference images then)."""
     stories: dict[str, _Story] = {}
+    from_dataset: set[str] = set()
+    loaded: dict[str, list[vistory.Story]] = {}
     for run in page.runs.values():
-        loaded = _load_stories(run, page.notes)
-        for story in loaded:
+        key = json.dumps(
+            [run.dataset.get("root"), run.dataset.get("name"), run.split, run.language,
+             run.story_ids],
+            default=str,
+        )  # fmt: skip
+        if key not in loaded:
+            loaded[key] = _load_stories(run, page.notes)
+        for story in loaded[key]:
             if story.id not in stories:
+                from_dataset.add(story.id)
                 stories[story.id] = _Story(
                     story.id,
                     story.story_type,
@@ -806,8 +827,11 @@ def _stories(page: Page) -> list[_Story]:
         for row in run.records:
             sid = str(row["story_id"])
             entry = stories.setdefault(sid, _Story(sid, "", [], []))
-            if int(row["shot_index"]) not in entry.shots and not loaded:
-                entry.shots.append(int(row["shot_index"]))
+            index = int(row["shot_index"])
+            if sid not in from_dataset and index not in entry.shots:
+                entry.shots.append(index)
+    for entry in stories.values():
+        entry.shots.sort()
     return sorted(stories.values(), key=lambda s: (len(s.story_id), s.story_id))
 
 
