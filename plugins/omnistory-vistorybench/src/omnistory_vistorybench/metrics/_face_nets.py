@@ -227,7 +227,7 @@ class BasicBlockIR(nn.Module):
 
 class Flatten(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(x.size(0), -1)
+        return x.reshape(x.size(0), -1)  # AdaFace: view (same values; any memory layout)
 
 
 class IRBackbone(nn.Module):
