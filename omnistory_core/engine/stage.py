@@ -288,7 +288,7 @@ def _type_name(value: Any) -> str:
     """``str``, ``numpy.ndarray``, ``PIL.Image``: what a contract error says was returned."""
     cls = type(value)
     module = cls.__module__ or ""
-    if module == "builtins":
+    if module == "builtins" or module.startswith("omnistory_core."):
         return cls.__name__
     return f"{module.split('.')[0]}.{cls.__name__}"
 
