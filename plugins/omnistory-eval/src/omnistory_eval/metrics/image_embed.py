@@ -169,4 +169,7 @@ class ImageSimEffNetMetric(CLIPMetric):
         results = super().run_batch(items)
         for result in results:  # the label travels with every stored result
             result.detail.update({"backend": self.backend, "paper_metric": self.paper_metric})
+            value = result.scores.get("cosine")
+            if value is not None:  # float32 rounding can step just outside [-1, 1]
+                result.scores["cosine"] = min(1.0, max(-1.0, value))
         return results
