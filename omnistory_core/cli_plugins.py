@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -54,8 +55,26 @@ def main(argv: list[str]) -> int:
                 (row["error"] or "") if n == 0 else "",
             )
     Console().print(table)
+    print_groups(registry)
+    for row in rows:  # in full: the table folds long errors
+        if row["error"]:
+            where = f"{row['plugin']} ({row['distribution']} {row['version']})"
+            print(f"load error: {where}: {row['error']}")
     print("Each component's parameters: python -m omnistory_core plugins --params [tts=NAME ...]")
     return 0
+
+
+#: every group a user chooses from, in the order a system is described
+GROUPS = ("task", "planner", "backbone", "image", "tts", "metric", "judge")
+
+
+def print_groups(registry: Any) -> None:
+    """Each group's installed names, "none installed" included (a kind no plugin registers is
+    otherwise absent from the table)."""
+    print("Installed, by group (choose with GROUP=NAME; metrics and judges with evaluation.*):")
+    for group in GROUPS:
+        names = sorted(registry.tasks) if group == "task" else registry.names(group)
+        print(f"  {group}: {', '.join(names) or 'none installed'}")
 
 
 def tasks_main(argv: list[str]) -> int:
