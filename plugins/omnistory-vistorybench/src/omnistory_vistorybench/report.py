@@ -690,7 +690,8 @@ def _leaderboard_section(page: Page) -> str:
         parts.append(f'<p class="note no-scores">{escape(_no_scores_note(page))}</p>')
     if page.left_out:
         parts.append(
-            '<p class="note">Not ranked (outside the official roster; --roster all ranks them): '
+            '<p class="note">Published methods not ranked (outside the official roster;'
+            " --roster all ranks them): "
             f"{escape(', '.join(page.left_out))}</p>"
         )
     if page.published and page.scored:
@@ -859,7 +860,12 @@ def _load_stories(run: JobRun, notes: list[str]) -> list[vistory.Story]:
 def _strips_html(page: Page) -> str:
     parts = ['<section id="stories"><h2>Stories</h2>']
     if not page.runs:
-        parts.append('<p class="note">No job directory given (--run-dir): no story strips.</p>')
+        why = (
+            f"no ViStoryBench job directory in {page.run_dir}"
+            if page.run_dir is not None
+            else "no job directory given (--run-dir)"
+        )
+        parts.append(f'<p class="note">No story strips: {escape(why)}.</p>')
     stories = _stories(page)
     for story in stories:
         parts.append(_story_html(page, story))
