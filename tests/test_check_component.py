@@ -696,3 +696,104 @@ def test_a_metric_parameter_the_engine_refuses_is_named() -> None:
         ConformanceError, match=r"outputs: the engine refused the evaluator: .*tempo"
     ):
         check_component(GoodMetric, tempo=3)
+
+
+# -- the plugin's hook module ---------------------------------------------------------------------
+
+MISSPELT_HOOK = """
+from omnistory_core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_planner(register):  # the spec is register_planners
+    from {package}.planner import HookedPlanner
+
+    register(HookedPlanner)
+"""
+
+HOOKED_PLANNER = """
+import json
+
+from omnistory_core.components import Planner, PlannerResponse
+
+
+class HookedPlanner(Planner):
+    name = "hooked_planner"
+    version = "1"
+    reads = ("current_text",)
+    parameters = ()
+
+    def run_one(self, item):
+        return PlannerResponse(json.dumps({"narration": item["current_text"]}))
+"""
+
+
+def _hook_module(source: str, name: str) -> Any:
+    import types
+
+    module = types.ModuleType(name)
+    exec(compile(textwrap.dedent(source), f"<{name}>", "exec"), module.__dict__)
+    return module
+
+
+def test_a_hook_module_that_does_not_validate_fails_identity() -> None:
+    module = _hook_module(
+        """
+        from omnistory_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_tts_expert(register):
+            raise AssertionError("a misspelt hook is never called")
+        """,
+        "omnistory_misspelt_hooks",
+    )
+    with pytest.raises(ConformanceError) as info:
+        check_component(GoodPlanner, plugin_module=module)
+    message = str(info.value)
+    assert message.startswith("check_component(planner/good_planner): identity:")
+    assert "plugin module 'omnistory_misspelt_hooks' does not validate" in message
+    assert "unknown hook 'register_tts_expert' (did you mean 'register_tts_experts'?)" in message
+
+
+def test_a_hook_module_that_validates_passes() -> None:
+    module = _hook_module(
+        """
+        from omnistory_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_planners(register):
+            register(GoodPlanner)
+        """,
+        "omnistory_good_hooks",
+    )
+    module.GoodPlanner = GoodPlanner
+    report = check_component(GoodPlanner, plugin_module=module)
+    assert report.passed[0] == "identity"
+
+
+def test_the_installed_plugins_hook_module_is_found_and_checked(tmp_path, monkeypatch) -> None:
+    # a real installed distribution (a .dist-info with its entry point) on sys.path: the class
+    # is imported from it, and check_component finds the hook module through the entry point
+    from test_plugin_isolation import _install
+
+    package = f"omnistory_hooked_{uuid.uuid4().hex[:8]}"
+    _install(
+        tmp_path,
+        package.replace("_", "-"),
+        "0.1.0",
+        package,
+        {
+            f"{package}/__init__.py": MISSPELT_HOOK.format(package=package),
+            f"{package}/planner.py": HOOKED_PLANNER,
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    importlib.invalidate_caches()
+    cls = importlib.import_module(f"{package}.planner").HookedPlanner
+    with pytest.raises(ConformanceError) as info:
+        check_component(cls)
+    message = str(info.value)
+    assert f"identity: the plugin module {package!r} does not validate" in message
+    assert "unknown hook 'register_planner' (did you mean 'register_planners'?)" in message
