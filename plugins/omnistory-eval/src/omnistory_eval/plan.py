@@ -37,7 +37,7 @@ whether that count is an upper bound; the cost of a priced evaluator comes from 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -382,6 +382,7 @@ def plan_task_evaluation(
     blocked = blocked or {}
     results = ResultStore(store)
     units = task_units(evaluation)
+    requests_of: Callable[[Any, Any], tuple[int, bool] | None] | None
     requests_of = getattr(evaluation, "planned_requests", None)
     systems = getattr(evaluation, "systems", None) or []
     plan = EvaluationPlan(systems=len(systems))
@@ -415,7 +416,7 @@ def plan_task_evaluation(
             if record is not None and not needs_recompute(record, "none"):
                 cached.add(call)
                 continue
-            counted = requests_of(evaluator, unit) if callable(requests_of) else None
+            counted = requests_of(evaluator, unit) if requests_of is not None else None
             if counted is not None:
                 pending[call] = int(counted[0])
                 upper_bound = upper_bound or bool(counted[1])
@@ -437,12 +438,13 @@ def plan_task_evaluation(
         per_key = [estimates[k] for k in pending if k in estimates]
         row = component_row(calls, len(cached), 1 if calls else 0, entry, per_key)
         row.update(stage="evaluation", scope=scope, items=items, missing_output=missing_output)
-        if callable(requests_of) and any(pending.values()):
+        if requests_of is not None and any(pending.values()):
             row["requests"] = sum(pending.values())
             row["requests_upper_bound"] = upper_bound
         plan.rows[key] = row
         if key in blocked:
             plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
+    describe: Callable[[list[Any], dict[str, Any]], list[str]] | None
     describe = getattr(evaluation, "request_notes", None)
     if callable(describe):
         plan.notes.extend(describe(evaluators, plan.rows))
