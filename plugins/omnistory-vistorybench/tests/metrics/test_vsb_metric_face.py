@@ -235,7 +235,7 @@ def test_cids_scores_realistic_humans_with_face_mix(pretrain, tmp_path, monkeypa
     metric = cids.CIDSMetric(
         detector="whole",
         object_encoder="unused",  # the only character is a realistic human
-        face_models=["facenet"],
+        face_models="facenet",  # a comma-separated string, as from the command line
         facenet_weights=str(pretrain / FACENET_FILE),
         device="cpu",
     )

@@ -26,7 +26,14 @@ VGGFACE2_CLASSES = 8631
 
 # -- FaceNet (InceptionResnetV1) ----------------------------------------------------------------
 class BasicConv2d(nn.Module):
-    def __init__(self, in_planes: int, out_planes: int, kernel_size, stride, padding=0):
+    def __init__(
+        self,
+        in_planes: int,
+        out_planes: int,
+        kernel_size: int | tuple[int, int],
+        stride: int,
+        padding: int | tuple[int, int] = 0,
+    ):
         super().__init__()
         self.conv = nn.Conv2d(
             in_planes,

@@ -449,9 +449,10 @@ class CIDSMetric(Metric):
         Param("face_encoder", str, "face_mix", "encoder of realistic_human characters"),
         Param(
             "face_models",
-            list,
+            (list, str),
             list(OFFICIAL_FACE_MODELS),
-            "face_mix members (the official: arcface, adaface, facenet; arcface unavailable)",
+            "face_mix members, a list or comma-separated (the official: arcface, adaface,"
+            " facenet; arcface is not available)",
         ),
         Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
         Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),

@@ -82,6 +82,9 @@ class _TorchFaceEmbedder:
         self.model = None
         release_torch_memory()
 
+    def load(self, path: str | None) -> _TorchFaceEmbedder:  # pragma: no cover - per model
+        raise NotImplementedError
+
     def tensor(self, bgr: np.ndarray) -> Any:  # pragma: no cover - each model defines it
         raise NotImplementedError
 
