@@ -207,3 +207,41 @@ def test_judge_configuration(story, rubric_dir, tmp_path):
     ).output_params()
     assert len(keyed["single_character_rubric_sha256"]) == 64 and "rubric_dir" not in keyed
     assert "single_character_rubric_sha256" not in cids.CIDSMetric().output_params()
+
+
+def test_dry_run_estimate(story, rubric_dir):
+    from omnistory_core.kit.planning.usage import count_tokens
+
+    assert cids.CIDSMetric().pricing() is None  # no judge: no request
+    assert cids.CIDSMetric(judge_base_url="http://127.0.0.1:8000/v1").pricing() is None
+    priced = cids.CIDSMetric(
+        judge_base_url="https://judge.example/v1",
+        judge_model="m",
+        judge_prices={"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}},
+        rubric_dir=str(rubric_dir),
+    )
+    pricing = priced.pricing()
+    estimate = priced.estimate(story, pricing, 10)
+    # an upper bound: every onstage character of every shot with an output (A, B; A; B)
+    questions = [
+        ("Ann waves at Bo", "Ann"),
+        ("Ann waves at Bo", "Bo"),
+        ("Ann sits", "Ann"),
+        ("Bo runs", "Bo"),
+    ]
+    image = -(-512 * 512 // 750)
+    tokens_in = sum(
+        count_tokens(RUBRIC)
+        + count_tokens(t)
+        + count_tokens(f"Evaluated Character Name is {n}")
+        + image
+        for t, n in questions
+    )
+    assert estimate["input_tokens"] == tokens_in and estimate["output_tokens"] == 40
+    assert estimate["cost_usd"] == pytest.approx(tokens_in * 1e-6 + 40 * 2e-6)
+    no_rubric = cids.CIDSMetric(judge_base_url="https://judge.example/v1").estimate(
+        story, None, None
+    )
+    assert no_rubric == {"input_tokens": None, "output_tokens": 4 * 512}
+    empty = dict(story, candidate_shots={})
+    assert priced.estimate(empty, pricing, None)["input_tokens"] == 0

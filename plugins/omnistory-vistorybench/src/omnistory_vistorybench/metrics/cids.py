@@ -84,6 +84,8 @@ ENCODERS: dict[str, EncoderFactory] = {}
 #: the tag whose characters the face encoder embeds; every other tag uses ``object_encoder``
 FACE_TAG = "realistic_human"
 ACTION = "single_character_action"
+#: the judge's max_tokens (the official's), the dry run's output bound per question
+JUDGE_MAX_TOKENS = 512
 CRITERIA = (
     "cids_cross_mean",
     "cids_self_mean",
@@ -477,6 +479,14 @@ class CIDSMetric(Metric):
         Param("judge_retry_base_delay_s", float, 1.0, "first backoff", runtime=True, ge=0),
         Param("judge_max_retry_wait_s", float, 60.0, "longest wait", runtime=True, ge=0),
         Param("judge_concurrency", int, 4, "questions in flight", runtime=True, ge=1),
+        Param(
+            "judge_prices",
+            (dict, None),
+            None,
+            "the dry run's price table {model: {input_per_mtok, output_per_mtok}} (null: the"
+            " reference table)",
+            runtime=True,
+        ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 16, "crops per forward pass", runtime=True, ge=1),
         Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
@@ -513,6 +523,61 @@ class CIDSMetric(Metric):
         except ComponentError:
             pass
         return out
+
+    # -- the dry run's estimates -------------------------------------------------------------
+    def pricing(self) -> Any:
+        """The judge model's price (``judge_prices``, else the reference table); None without a
+        judge (no request) or for a server on this machine (a loopback host bills nothing)."""
+        from urllib.parse import urlparse
+
+        from omnistory_core.kit.planning.usage import price_of
+
+        base_url = self.params.get("judge_base_url")
+        if not base_url:
+            return None
+        if urlparse(str(base_url)).hostname in ("localhost", "127.0.0.1", "::1"):
+            return None
+        where = f"metric.{self.name}.judge_prices"
+        return price_of(str(self.params["judge_model"]), self.params.get("judge_prices"), where)
+
+    def estimate(
+        self, inputs: dict[str, Any], pricing: Any, output_tokens: int | None
+    ) -> dict[str, Any]:
+        """One story's single-character questions, an upper bound: one per onstage character
+        of each shot with an output (matching is unknown before running), each the rubric, the
+        shot's script, the name line and the 512x512 crop; output tokens ``output_tokens``
+        each, else the judge's max_tokens (512).  Unknown rubric: the input is unknown."""
+        from omnistory_core.kit.planning.usage import count_tokens
+
+        characters = story_characters(inputs)
+        outputs = candidate_shots(inputs)
+        questions = [
+            (shot_text(shot, "script") or "", str(characters[k].get("name") or k))
+            for shot in story_shots(inputs)
+            if outputs.get(shot_index(shot)) is not None
+            for k in shot_character_keys(shot)
+            if k in characters
+        ]
+        per_answer = output_tokens if output_tokens is not None else JUDGE_MAX_TOKENS
+        tokens_out = per_answer * len(questions)
+        if not questions:
+            return {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        try:
+            rubric = count_tokens(read_rubric(self.params.get("rubric_dir")))
+        except ComponentError:
+            return {"input_tokens": None, "output_tokens": tokens_out}
+        image = -(-512 * 512 // 750)  # the crop as sent, resized (the estimate prompt_align uses)
+        tokens_in = sum(
+            rubric
+            + count_tokens(script)
+            + count_tokens(f"Evaluated Character Name is {name}")
+            + image
+            for script, name in questions
+        )
+        estimate: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+        if pricing is not None and getattr(pricing, "price", None) is not None:
+            estimate["cost_usd"] = pricing.price.cost(tokens_in, tokens_out)
+        return estimate
 
     def load(self) -> None:
         self._detector = self._build(DETECTORS, str(self.params["detector"]), "detector")
