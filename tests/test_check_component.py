@@ -205,9 +205,9 @@ class ReturnsADict(GoodPlanner):
 
 
 def test_an_output_of_the_wrong_type_fails() -> None:
-    with pytest.raises(ConformanceError, match="outputs: demo example .* failed: model_error: "):
+    with pytest.raises(ConformanceError, match="outputs: demo example .* failed: contract_error: "):
         check_component(ReturnsADict)
-    with pytest.raises(ConformanceError, match="expected PlannerResponse"):
+    with pytest.raises(ConformanceError, match="returned dict for its result, expected a Planner"):
         check_component(ReturnsADict)
 
 
