@@ -21,11 +21,11 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
-from omnistory_testkit import LocalChatServer, Reply, run_cli
+from omnistory_testkit import FakeServer, LocalChatServer, Reply, run_cli
 from omnistory_vistorybench.dataset import fixture_root, load_stories, shot_records
 from omnistory_vistorybench.layout import RunKey, read_outputs
 from omnistory_vistorybench.planning import (
@@ -48,7 +48,7 @@ if not (FLUX_TESTS / "flux_tiny.py").is_file():  # pragma: no cover - a partial 
     pytest.skip(f"no tiny FLUX builder at {FLUX_TESTS}", allow_module_level=True)
 sys.path.insert(0, str(FLUX_TESTS))
 
-from flux_tiny import TINY, build_tiny_flux  # noqa: E402
+from flux_tiny import TINY, build_tiny_flux  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 FIXTURE = fixture_root()
 FULL = {"01": [1, 2, 3, 4, 5, 7], "02": [1, 2, 3]}
@@ -181,7 +181,7 @@ def planner_answer(body: dict[str, Any], broken: frozenset[str] = frozenset()) -
     return Reply(text=json.dumps(plan))
 
 
-def gpt_args(server: LocalChatServer) -> tuple[str, ...]:
+def gpt_args(server: FakeServer) -> tuple[str, ...]:
     return ("planner=gpt", f"planner.base_url={server.base_url}", f"planner.api_key_env={KEY_ENV}")
 
 
@@ -246,7 +246,8 @@ def test_a_chat_planner_writes_the_prompts_and_two_systems_of_a_sweep_share_its_
             "evaluation.report=false",
             env=env,
         )
-        requests = list(server.requests)
+        # the recorded request bodies (decoded JSON)
+        requests = cast(list[dict[str, Any]], list(server.requests))
     # story 02 has three shots: three planner calls for the two systems together
     assert len(requests) == 3
     sweep = tmp_path / "outputs" / "sweeps" / "vistory_fixture"
@@ -458,4 +459,25 @@ def test_a_plan_gives_its_image_prompt_or_its_failure() -> None:
         "gender": "male",
     }
     assert plan_image_prompt(record(json.dumps(plan))) == "a deck"
-    assert plan_image_prompt(record("no json")).category == "plan_json_error"  # type: ignore[union-attr]
+    assert plan_image_prompt(record("no json")).category == "plan_json_error"
+
+
+def test_the_wrappers_need_an_inner_editor_and_key_its_parameters() -> None:
+    from omnistory_vistorybench.systems import FirstReferenceImage, SequentialImage
+
+    with pytest.raises(ConfigError, match="image.inner=dev reads .*must read current_image"):
+        SequentialImage(inner="dev", seed=0)
+    with pytest.raises(ConfigError, match="image.inner=nothing is not an installed image"):
+        FirstReferenceImage(inner="nothing", seed=0)
+    with pytest.raises(ConfigError, match="image.inner=sequential must be a per-shot"):
+        FirstReferenceImage(inner="sequential", seed=0)
+    with pytest.raises(ConfigError, match="canvas_width must be an integer >= 16"):
+        FirstReferenceImage(canvas_width=8, seed=0)
+    # the inner's parameters are checked by the inner and are part of the key
+    with pytest.raises(ConfigError, match="steps"):
+        FirstReferenceImage(steps=0, seed=0)
+    small, large = FirstReferenceImage(steps=2, seed=0), FirstReferenceImage(steps=3, seed=0)
+    assert small.output_params()["inner_params"]["steps"] == 2
+    assert small.output_params() != large.output_params()
+    assert small.canvas_size == (1024, 1024)  # the inner's default output size
+    assert FirstReferenceImage(width=64, height=32, seed=0).canvas_size == (64, 32)

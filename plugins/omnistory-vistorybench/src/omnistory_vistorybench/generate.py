@@ -18,7 +18,8 @@
 4. writes the job directory::
 
        outputs/<method>/<mode>/<lang>/<YYYYMMDD_HHMMSS>/<story>/shots/shot_<NN>.png
-       records.jsonl   one row per shot: ok + path, or the failure (category, message)
+       records.jsonl   one row per shot: ok + path, or the failure (category, message); with
+                       a planner, its call (plan_key) and the image prompt drawn
        missing.txt     one line per shot without an image
        stats.json      calls, cache hits, failures, loads per component; missing per category
        manifest.json   task, system, components, dataset fingerprint, seed, layout, config

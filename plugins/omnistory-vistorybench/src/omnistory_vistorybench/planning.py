@@ -170,7 +170,7 @@ class ShotChatForm:
     name: ClassVar[str]
 
     def __init__(self, **params: Any) -> None:
-        super().__init__(**params)  # type: ignore[call-arg]
+        super().__init__(**params)
         if str(self.params.get("prompt", "default")) != "default":
             raise PlannerConfigError(
                 f"planner={self.name}: planner.prompt={self.params['prompt']} is an"

@@ -212,13 +212,15 @@ class SequentialImage(ReferenceConditioned):
         " output (shot 1: its first onstage reference)"
     )
 
-    def run_one(self, group: dict[str, Any]) -> list[Any]:
+    def run_one(self, item: dict[str, Any]) -> list[Any]:
+        """``item`` is the story's call: ``{"items": [each shot's inputs, in story order]}``;
+        one output (image or failure) per shot."""
         outputs: list[Any] = []
         previous: Media | None = None
-        for item in group["items"]:
-            image = previous if previous is not None else self.first_reference(item)
+        for shot in item["items"]:
+            image = previous if previous is not None else self.first_reference(shot)
             try:
-                [result] = self.inner.run_batch([self.inner_item(item, image)])
+                [result] = self.inner.run_batch([self.inner_item(shot, image)])
             except Exception as exc:  # this shot fails alone; the chain goes on
                 result = exception_failure(exc)
             if isinstance(result, Failure | BaseException) or result is None:
