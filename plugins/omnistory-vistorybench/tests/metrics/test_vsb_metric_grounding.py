@@ -208,3 +208,32 @@ def _usable(box: Any, image: Any) -> bool:
     from omnistory_vistorybench.metrics.math import crop_rect
 
     return crop_rect(box, *image.size) is not None
+
+
+def _cached(model: str) -> bool:
+    from omnistory_core.kit.hub import cached_snapshot
+
+    return cached_snapshot(model) is not None
+
+
+@pytest.mark.weights
+def test_real_grounding_dino_tiny():
+    """The official detector's converted weights, where the hub cache has them (the same code
+    path as the tiny checkpoint above, at the real size: 900 queries, 800 px)."""
+    from omnistory_vistorybench.metrics.grounding import OFFICIAL_GROUNDING_DINO
+
+    pytest.importorskip("transformers")
+    if not _cached(OFFICIAL_GROUNDING_DINO):
+        pytest.skip(f"needs {OFFICIAL_GROUNDING_DINO} in the hub cache (prefetch it)")
+    from PIL import Image
+
+    detector = GroundingDinoDetector().load(OFFICIAL_GROUNDING_DINO)
+    canvas = np.full((480, 640, 3), 235, np.uint8)
+    canvas[120:420, 250:390] = (40, 40, 160)  # a tall figure-like block
+    canvas[60:130, 285:355] = (220, 180, 150)  # and a head
+    logits, boxes = detector.raw(Image.fromarray(canvas), "character")
+    assert logits.shape[0] == boxes.shape[0] == 900
+    det = detector.detect(Image.fromarray(canvas), "character")
+    assert all(score > 0.25 for score in det.logits)
+    assert list(det.logits) == sorted(det.logits, reverse=True)
+    assert all(0.0 <= v <= 1.0 for box in det.boxes for v in box)
