@@ -47,7 +47,7 @@ from omnistory_core.engine.devices import NO_GPU, gpus_needed
 from omnistory_core.engine.failures import preflight, retry_mode
 from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.job import job_walk
-from omnistory_core.engine.stage import needs_recompute
+from omnistory_core.engine.stage import declaration_of, needs_recompute
 from omnistory_core.engine.store import CallRecord, Store
 from omnistory_core.engine.walk import (
     STAGE_MODALITY,
@@ -278,8 +278,7 @@ def _look_up(
     """Answer one stage from the store: per example its usable record, None for a call still to
     make (listed in ``entry``, with its estimate when priced), or the failure that blocks it."""
     component = stage.component
-    declare = getattr(component, "call_declaration", None)
-    declaration = dict(declare()) if callable(declare) else {}
+    declaration = declaration_of(component)
     names = stage.names() if symbolic and stage.is_expert else {}
     answers: dict[int, CallRecord | Failure | None] = {}
     seen: dict[str, CallRecord | None] = {}

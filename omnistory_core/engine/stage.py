@@ -551,6 +551,14 @@ def declaration_changed(record: CallRecord, declaration: dict[str, Any]) -> bool
     return any(_holds_other_modalities(out, set(produces)) for out in outputs)
 
 
+def declaration_of(component: Any) -> dict[str, Any]:
+    """A component's :meth:`~omnistory_core.components.Component.call_declaration` (an isolated
+    one's is its real class's); ``{}`` for an object that declares none."""
+    declare = getattr(component, "call_declaration", None)
+    value = declare() if callable(declare) else None
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _canonical(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -684,8 +692,7 @@ class StageRun:
         #: the example id a call is made for (its first item's), told to the component
         self.example_by_key: dict[str, str | None] = {}
         #: what the component declares beyond its key (bound to each record it writes)
-        declare = getattr(self.component, "call_declaration", None)
-        self.declaration: dict[str, Any] = dict(declare()) if callable(declare) else {}
+        self.declaration: dict[str, Any] = declaration_of(self.component)
         #: keys with no usable record, in item order; ``pending[cursor:]`` are still to claim
         self.pending: list[str] = []
         self.cursor = 0
