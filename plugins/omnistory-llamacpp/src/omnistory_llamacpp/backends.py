@@ -1,0 +1,236 @@
+"""The two ways to run a GGUF: llama-cpp-python (with a grammar) and transformers (without).
+
+Both take the same chat (a system and a user message), decode greedily unless a temperature is
+set, re-seed before every call and return the raw text with its token counts, so that an item's
+answer depends only on its prompt, the parameters and the library versions.  Nothing here is
+imported before :meth:`load`.
+
+* :class:`LlamaCppBackend`: ``llama_cpp.Llama`` on the file, the chat template the GGUF carries,
+  and the Plan schema compiled to a GBNF grammar (:func:`plan_grammar`), so every answer that is
+  not cut by ``max_tokens`` is a schema-valid plan.  The KV cache is reset before each call: a
+  prefix shared with the previous prompt would otherwise be reused, which makes the answer depend
+  on the previous item.
+* :class:`TransformersBackend`: ``AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)``,
+  which dequantizes the GGUF to float32 (about 4x the file in memory) and needs no compiler, but
+  has no grammar: its JSON is whatever the model writes, and the engine's plan parser applies its
+  rule-based repairs.  Generation stops as soon as the first JSON object is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omnistory_core.api import json_object_end, plan_json_schema
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one call gave: the raw text, token counts, and whether the token limit cut it."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings shared by both backends (``temperature`` 0: greedy)."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+
+
+def grammar_schema() -> dict[str, Any]:
+    """The Plan schema in the subset llama.cpp's schema converter accepts.
+
+    The converter only takes anchored patterns and renders them as raw characters (a ``"`` or a
+    newline would then be allowed inside a string), so each non-empty ``pattern`` becomes
+    ``minLength: 1``; a string of only spaces is still possible and is rejected by the engine's
+    plan parser as for every planner.
+    """
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: convert(v) for k, v in node.items() if k not in ("$schema", "$id", "pattern")}
+            if "pattern" in node:
+                out["minLength"] = 1
+            return out
+        if isinstance(node, list):
+            return [convert(v) for v in node]
+        return node
+
+    return convert(plan_json_schema())
+
+
+# llama.cpp's JSON string character: anything but a quote or a backslash, or an escape.  Raw
+# control characters (a literal newline) are not valid JSON inside a string, so they are excluded.
+_CHAR_RULE = re.compile(r"^char ::= .*$", re.MULTILINE)
+_STRICT_CHAR = (
+    r'char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]'
+    r" [0-9a-fA-F])"
+)
+
+
+def plan_grammar() -> str:
+    """The GBNF grammar of a Plan (llama-cpp-python's converter, with strict JSON strings)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema()))
+    if not _CHAR_RULE.search(gbnf):  # a converter that words the rule differently: keep its own
+        return gbnf
+    return _CHAR_RULE.sub(lambda _: _STRICT_CHAR, gbnf, count=1)
+
+
+class LlamaCppBackend:
+    """A GGUF through llama-cpp-python."""
+
+    name = "llama_cpp"
+    has_grammar = True
+
+    def __init__(self, path: Path, *, n_ctx: int, threads: int | None, grammar: bool):
+        from llama_cpp import Llama, LlamaGrammar
+
+        self.llm = Llama(
+            model_path=str(path),
+            n_ctx=int(n_ctx),
+            n_threads=threads,
+            n_gpu_layers=0,
+            verbose=False,
+        )
+        self.grammar = LlamaGrammar.from_string(plan_grammar(), verbose=False) if grammar else None
+
+    def generate(self, system: str, user: str, sampling: Sampling) -> Reply:
+        self.llm.reset()  # no prefix reuse: the answer must not depend on the previous prompt
+        response = self.llm.create_chat_completion(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            seed=sampling.seed,
+            grammar=self.grammar,
+        )
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        return Reply(
+            text=str(choice["message"].get("content") or ""),
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            truncated=choice.get("finish_reason") == "length",
+        )
+
+    def close(self) -> None:
+        close = getattr(self.llm, "close", None)
+        if callable(close):
+            close()
+        self.llm = None
+
+
+def json_closed(text: str) -> bool:
+    """Whether ``text`` holds a complete top-level JSON object (from its first ``{``)."""
+    start = text.find("{")
+    return start >= 0 and json_object_end(text, start) is not None
+
+
+# The prompt written when a GGUF carries no chat template (base models, some conversions).
+_PLAIN_TEMPLATE = "{system}\n\n{user}\n\nAnswer (JSON):\n"
+
+
+class TransformersBackend:
+    """A GGUF through transformers' GGUF loader (dequantized to float32 on the CPU)."""
+
+    name = "transformers"
+    has_grammar = False
+
+    def __init__(self, path: Path, *, threads: int | None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        folder, name = str(path.parent), path.name
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=name, dtype=torch.float32
+        )
+        self.model.eval()
+
+    def prompt_ids(self, system: str, user: str) -> Any:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        if getattr(self.tokenizer, "chat_template", None):
+            encoded = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+            return encoded["input_ids"]
+        text = _PLAIN_TEMPLATE.format(system=system, user=user)
+        return self.tokenizer(text, return_tensors="pt")["input_ids"]
+
+    def generate(self, system: str, user: str, sampling: Sampling) -> Reply:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        ids = self.prompt_ids(system, user)
+        start = ids.shape[1]
+        tokenizer = self.tokenizer
+
+        class ObjectClosed(StoppingCriteria):
+            """Stop once the answer holds a closed JSON object: the rest would be discarded."""
+
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                text = tokenizer.decode(input_ids[0, start:], skip_special_tokens=True)
+                done = json_closed(text)
+                return torch.full((input_ids.shape[0],), done, dtype=torch.bool)
+
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens}
+        if sampling.temperature > 0:
+            kwargs.update(
+                do_sample=True,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+            )
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        eos = tokenizer.eos_token_id
+        torch.manual_seed(sampling.seed)
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                stopping_criteria=StoppingCriteriaList([ObjectClosed()]),
+                pad_token_id=eos if eos is not None else 0,
+                **kwargs,
+            )
+        new = out[0, start:]
+        text = tokenizer.decode(new, skip_special_tokens=True)
+        ended = eos is not None and new.numel() > 0 and int(new[-1]) == eos
+        return Reply(
+            text=text,
+            input_tokens=int(start),
+            output_tokens=int(new.numel()),
+            truncated=int(new.numel()) >= sampling.max_tokens
+            and not ended
+            and not json_closed(text),
+        )
+
+    def close(self) -> None:
+        self.model = self.tokenizer = None
+
+
+__all__ = [
+    "LlamaCppBackend",
+    "Reply",
+    "Sampling",
+    "TransformersBackend",
+    "grammar_schema",
+    "json_closed",
+    "plan_grammar",
+]
