@@ -461,13 +461,32 @@ UNAVAILABLE_PATH = "omnistory-unavailable://"
 
 
 def _register_unavailable_source(registry: Registry) -> None:
-    """Tell Hydra the scheme of :data:`UNAVAILABLE_PATH` when it is on the search path.  Only
-    once Hydra is imported: its search-path plugin calls :func:`load_plugins` before it opens the
-    sources, so this runs in time, and a process that never composes a config imports no Hydra."""
-    if UNAVAILABLE_PATH in registry.config_paths and "hydra" in sys.modules:
-        from omnistory_core.unavailable import register_source
+    """Tell Hydra about :data:`UNAVAILABLE_PATH` when it is on the search path: which configs
+    of the failed plugins it answers for, and its scheme.  Only once Hydra is imported: its
+    search-path plugin calls :func:`load_plugins` before it opens the sources, so this runs in
+    time, and a process that never composes a config imports no Hydra."""
+    if UNAVAILABLE_PATH not in registry.config_paths or "hydra" not in sys.modules:
+        return
+    from omnistory_core.unavailable import UnavailableConfigs, register_source, shipped_config
 
-        register_source()
+    shipped: dict[str, str] = {}
+    for info in registry.failed():
+        for config in sorted(_shipped_configs(info, shipped_config)):
+            hint = config_owner_hint(config, registry, guess=False)
+            if hint is not None:
+                shipped.setdefault(config, hint)
+    # the line for any other component config: "{config}" stands for its name
+    guess = config_owner_hint("{config}", registry)
+    register_source(UnavailableConfigs(shipped, frozenset(registry.components), guess))
+
+
+def _shipped_configs(info: PluginInfo, config_of: Callable[[str], str | None]) -> set[str]:
+    """The configs (``group/name``) among the files of the plugin's distribution."""
+    try:
+        files = md.distribution(info.distribution).files or []
+    except (md.PackageNotFoundError, ValueError):
+        return set()
+    return {c for f in files if (c := config_of(f.as_posix())) is not None}
 
 
 def _core_version() -> str:

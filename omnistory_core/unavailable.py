@@ -5,7 +5,8 @@ registers nothing, so Hydra cannot find its configs (``tts=fancy``, ``system=fan
 Hydra stops on a config it cannot find while it composes a job: in a sweep that stops every job,
 the built-in systems' included.  This config source (last on the search path, only while a plugin
 failed to load; :func:`omnistory_core.plugins.load_plugins` adds it) answers for those configs
-instead, with a node that marks them unavailable::
+instead (what it answers is computed by the plugin loader, which imports this module, never the
+other way round), with a node that marks them unavailable::
 
     omnistory_unavailable: {"tts/fancy": "'tts/fancy' is shipped by plugin 'fancy' (...), which
                             failed to load: ModuleNotFoundError: ...; run ..."}
@@ -26,7 +27,8 @@ plugins), and ``list`` is empty, so ``--help`` and ``glob(*)`` show only what wo
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
@@ -43,25 +45,45 @@ COMPONENT_GROUPS = ("planner", "image", "tts", "backbone")
 SHIPPED_GROUPS = ("system", "dataset", "task")
 
 
+@dataclass(frozen=True)
+class UnavailableConfigs:
+    """What the source answers for, from the plugin loader: ``shipped`` maps ``group/name`` to
+    the line that names the failed plugin shipping it; ``registered`` holds the components that
+    did register (``(kind, name)``: their own yaml or declaration answers); ``guess`` is the line
+    for another component config, ``{config}`` standing for it, or None."""
+
+    shipped: dict[str, str] = field(default_factory=dict)
+    registered: frozenset[tuple[str, str]] = frozenset()
+    guess: str | None = None
+
+    def reason(self, group: str, name: str) -> str | None:
+        """Why ``<group>/<name>`` cannot be used, or None when this source does not answer."""
+        config = f"{group}/{name}"
+        if group in COMPONENT_GROUPS:
+            if (group, name) in self.registered:
+                return None
+            if config in self.shipped:
+                return self.shipped[config]
+            return self.guess.replace("{config}", config) if self.guess else None
+        if group in SHIPPED_GROUPS:
+            return self.shipped.get(config)
+        return None
+
+
 def _split(config_path: str) -> tuple[str, str]:
     path = config_path[: -len(".yaml")] if config_path.endswith(".yaml") else config_path
     group, _, name = path.strip("/").partition("/")
     return (group, name) if name and "/" not in name else ("", "")
 
 
-def unavailable_reason(group: str, name: str, registry: Any = None) -> str | None:
-    """Why ``<group>/<name>`` cannot be used (one line naming the failed plugin), or None when
-    this source does not answer for it."""
-    from omnistory_core.plugins import config_owner_hint, load_plugins
-
-    if group not in COMPONENT_GROUPS and group not in SHIPPED_GROUPS:
+def shipped_config(relative_path: str) -> str | None:
+    """``group/name`` for a distribution's file that is a config of one of the groups here
+    (``mypkg/conf/tts/fancy.yaml`` -> ``tts/fancy``), else None."""
+    parts = relative_path.replace("\\", "/").split("/")
+    if len(parts) < 2 or not parts[-1].endswith(".yaml"):
         return None
-    registry = registry or load_plugins()
-    if not registry.failed():
-        return None
-    if group in COMPONENT_GROUPS and (group, name) in registry.components:
-        return None  # registered: its yaml or its declaration answers
-    return config_owner_hint(f"{group}/{name}", registry, guess=group in COMPONENT_GROUPS)
+    group, name = parts[-2], parts[-1][: -len(".yaml")]
+    return f"{group}/{name}" if group in COMPONENT_GROUPS + SHIPPED_GROUPS else None
 
 
 def placeholder(group: str, name: str, reason: str) -> dict[str, Any]:
@@ -79,8 +101,13 @@ def placeholder(group: str, name: str, reason: str) -> dict[str, Any]:
 class UnavailableConfigSource(ConfigSource):
     """``omnistory-unavailable://``: stand-ins for the configs of plugins that failed to load."""
 
+    #: set by :func:`register_source` before Hydra opens its sources
+    current: ClassVar[UnavailableConfigs] = UnavailableConfigs()
+
     def __init__(self, provider: str, path: str) -> None:
         super().__init__(provider=provider, path=path)
+        # an instance of its own: a launcher pickles the sources to compose jobs elsewhere
+        self.configs = type(self).current
 
     @staticmethod
     def scheme() -> str:
@@ -90,7 +117,7 @@ class UnavailableConfigSource(ConfigSource):
         from omegaconf import OmegaConf
 
         group, name = _split(config_path)
-        reason = unavailable_reason(group, name) if group else None
+        reason = self.configs.reason(group, name) if group else None
         if reason is None:
             raise ConfigLoadError(f"Config not found : {config_path}")
         return ConfigResult(
@@ -109,26 +136,30 @@ class UnavailableConfigSource(ConfigSource):
 
     def is_config(self, config_path: str) -> bool:
         group, name = _split(config_path)
-        return bool(group) and unavailable_reason(group, name) is not None
+        return bool(group) and self.configs.reason(group, name) is not None
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         return []  # nothing here is an option to offer
 
 
-def register_source() -> None:
-    """Make the scheme known to Hydra (idempotent); Hydra discovers only the config sources of
-    ``hydra_plugins`` packages by itself."""
+def register_source(configs: UnavailableConfigs) -> None:
+    """What the source answers for, and its scheme made known to Hydra (which discovers only the
+    config sources of ``hydra_plugins`` packages by itself)."""
     from hydra._internal.sources_registry import SourcesRegistry
 
+    UnavailableConfigSource.current = configs
     SourcesRegistry.instance().register(UnavailableConfigSource)
 
 
 __all__ = [
+    "COMPONENT_GROUPS",
     "MARKER",
     "PATH",
     "SCHEME",
+    "SHIPPED_GROUPS",
     "UnavailableConfigSource",
+    "UnavailableConfigs",
     "placeholder",
     "register_source",
-    "unavailable_reason",
+    "shipped_config",
 ]

@@ -125,14 +125,14 @@ def force_sweeper_params(config: DictConfig) -> None:
     these params, after this callback's ``on_multirun_start``."""
     from omegaconf import open_dict, read_write
 
-    from omnistory_core.app import component_groups
     from omnistory_core.params import force_param_overrides
+    from omnistory_core.plugins import COMPONENT_HOOKS
 
     sweeper = config.hydra.get("sweeper")
     params = sweeper.get("params") if sweeper is not None else None
     if not params:
         return
-    groups = component_groups()
+    groups = tuple(COMPONENT_HOOKS.values())
     keys = [str(k) for k in params]
     forced = [force_param_overrides([f"{k}=_"], groups)[0][: -len("=_")] for k in keys]
     if forced == keys:
