@@ -6,6 +6,7 @@ environment it makes would lack just the same."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-def cannot_run(site: Path, cwd: Path, planner: str) -> str:
+def cannot_run(site: Path, cwd: Path, planner: str, *args: str) -> str:
     """The one line the job stops with."""
     env = {"PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     proc = run_cli(
-        f"planner={planner}", "dataset.limit=1", "output_root=out", QUIET, cwd=cwd, env=env
+        f"planner={planner}", "dataset.limit=1", "output_root=out", QUIET, *args, cwd=cwd, env=env
     )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
@@ -105,6 +106,19 @@ def test_a_declared_requirement_is_installed_here_or_in_its_own_environment(
         " requirement planner=needy_declared declares), or run planner=needy_declared in its"
         " own: `python -m omnistory_core env create planner=needy_declared`"
     ), line
+
+
+def test_an_isolated_component_is_told_to_install_into_its_own_environment(
+    site: Path, tmp_path: Path
+) -> None:
+    # the worker's load() fails in the other interpreter (here: this one, as a worker process)
+    line = cannot_run(site, tmp_path, "needy_declared", f"++planner.runner.python={sys.executable}")
+    assert "No module named 'omnistory_absent_alpha'" in line
+    assert line.endswith(
+        f"install it into planner=needy_declared's environment: {sys.executable} -m pip install"
+        ' "omnistory-absent-alpha>=1.2" (a requirement planner=needy_declared declares)'
+    ), line
+    assert "env create" not in line  # it has its own environment already
 
 
 def test_an_extra_of_the_plugin_is_named_and_env_create_is_not(site: Path, tmp_path: Path) -> None:

@@ -294,7 +294,7 @@ def _extra_of(requirement: str) -> str | None:
     return match.group(1) if match else None
 
 
-def import_remedy(component: Any, exc: ImportError) -> str:
+def import_remedy(component: Any, exc: BaseException, module: str | None = None) -> str:
     """What would install the module an ``ImportError`` of ``component``'s ``load()`` (or
     ``preflight()``) misses, and nothing that would not:
 
@@ -303,20 +303,30 @@ def import_remedy(component: Any, exc: ImportError) -> str:
     * an extra (or a dependency) of the component's distribution that provides it:
       ``pip install "dist[extra]"``;
     * else the distribution that provides the module, by its usual name; ``env create`` is not
-      suggested, since the environment it makes would lack the module just the same."""
+      suggested, since the environment it makes would lack the module just the same.
+
+    A component isolated in its own environment (``runner.python``) is told to install into
+    that one, with its interpreter; ``module``: the missing module when ``exc`` is the worker's
+    report of it rather than the ImportError itself."""
     label = f"{component.kind}={component.name}"
     cls = type(getattr(component, "_component", component))
-    module = _missing_module(exc)
+    module = module or (_missing_module(exc) if isinstance(exc, ImportError) else None)
+    isolated = "_component" in vars(component) and isinstance(vars(component).get("python"), str)
+    where = f"{label}'s environment" if isolated else "this environment"
+    pip = f"{vars(component)['python']} -m pip install" if isolated else "pip install"
     if module is None:
-        return "install the missing package into this environment (see the error), then re-run"
+        return f"install the missing package into {where} (see the error), then re-run"
     names = _distribution_names(module)
     for requirement in getattr(cls, "requirements", ()) or ():
         if _requirement_name(str(requirement)) in names:
-            return (
-                f'install it into this environment: pip install "{requirement}" (a requirement'
-                f" {label} declares), or run {label} in its own:"
-                f" `python -m omnistory_core env create {label}`"
+            remedy = (
+                f'install it into {where}: {pip} "{requirement}" (a requirement {label} declares)'
             )
+            if not isolated:  # an environment of its own would have it
+                remedy += (
+                    f", or run {label} in its own: `python -m omnistory_core env create {label}`"
+                )
+            return remedy
     for dist in _plugin_distributions(cls):
         try:
             requires = md.requires(dist) or []
@@ -327,17 +337,13 @@ def import_remedy(component: Any, exc: ImportError) -> str:
                 continue
             extra = _extra_of(requirement)
             if extra:
-                return (
-                    f'install the extra of {dist} that provides it: pip install "{dist}[{extra}]"'
-                )
+                return f'install the extra of {dist} that provides it: {pip} "{dist}[{extra}]"'
             spec = requirement.split(";")[0].strip()
-            return (
-                f'install it into this environment: pip install "{spec}" (a dependency of {dist})'
-            )
+            return f'install it into {where}: {pip} "{spec}" (a dependency of {dist})'
     guess = (IMPORT_DISTRIBUTIONS.get(module) or (module.replace("_", "-"),))[0]
     return (
-        f"install the distribution that provides the module {module!r} into this environment"
-        f" (e.g. pip install {guess}), then re-run"
+        f"install the distribution that provides the module {module!r} into {where}"
+        f" (e.g. {pip} {guess}), then re-run"
     )
 
 
@@ -350,6 +356,10 @@ def unavailable_message(component: Any, exc: BaseException) -> str:
     label = f"{component.kind}={component.name}"
     if isinstance(exc, ComponentError):
         cause, remedy = str(exc), ""  # a component's own error carries its remedy
+        # ... except an isolation worker's report that the component's load() missed a module
+        missing = re.search(r"(?:ModuleNotFound|Import)Error: No module named '([^']+)'", cause)
+        if missing and "_component" in vars(component):
+            remedy = import_remedy(component, exc, missing.group(1).split(".")[0])
     else:
         cause = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ImportError):
