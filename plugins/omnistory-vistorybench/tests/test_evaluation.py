@@ -298,8 +298,7 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
     overrides = ",".join(
         f"'{s}'" for s in settings(models) if s.startswith(("metric.csd", "metric.diversity"))
     )
-    run(
-        tmp_path,
+    sweep = (
         "-m",
         "task=vistorybench",
         "system=copy_paste",
@@ -309,6 +308,7 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
         "evaluation.report=false",
         *QUIET,
     )
+    run(tmp_path, *sweep)
     (scores,) = list((tmp_path / "outputs").rglob("scores.jsonl"))
     assert (scores.parent / "sweep_stats.json").is_file()  # the sweep directory's table
     lines = json.loads("[" + ",".join(scores.read_text(encoding="utf-8").splitlines()) + "]")
@@ -318,6 +318,16 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
         ("diversity", "run", "", "ok"),
     }
     assert len(lines) == 5 and {r["system"] for r in lines} == {"copy_paste"}
+
+    # the same sweep as a dry run plans the evaluation of the job directories it holds: all
+    # scored already (the job itself may be refused: this task's jobs have no dry run yet)
+    done = run_cli(*sweep, "engine.dry_run=true", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    plan = json.loads((scores.parent / "sweep_plan.json").read_text(encoding="utf-8"))
+    rows = plan["components"]
+    assert (rows["metric/csd"]["calls"], rows["metric/csd"]["cached"]) == (0, 2)
+    assert (rows["metric/diversity"]["calls"], rows["metric/diversity"]["cached"]) == (0, 1)
+    assert rows["metric/csd"]["scope"] == "group" and rows["metric/diversity"]["scope"] == "run"
 
 
 @pytest.mark.slow

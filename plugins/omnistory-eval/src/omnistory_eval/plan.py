@@ -692,18 +692,26 @@ def plan_sweep_evaluation(
     task = _own_evaluation_task(sweep_dir)
     if task is not None:
         # its jobs' outputs are read from disk: the complete job directories of earlier runs
-        result = _plan_task_run(
-            task,
-            sweep_dir,
-            metrics,
-            judges,
-            overrides,
-            None,
-            allow_partial,
-            None,
-            None,
-            settings,
-        )
+        from omnistory_core.errors import UserError
+
+        try:
+            result = _plan_task_run(
+                task,
+                sweep_dir,
+                metrics,
+                judges,
+                overrides,
+                None,
+                allow_partial,
+                None,
+                None,
+                settings,
+            )
+        except EvaluationPlanError:
+            raise
+        except UserError as exc:  # the runs or their dataset: the evaluation would stop on it
+            plan.notes.append(f"evaluation: not planned, the evaluation would stop: {exc}")
+            return plan
         result.notes.append(
             f"evaluation (task {task.name}): planned over the complete job directories already"
             " in the sweep directory; the outputs of jobs still to run are not in it."

@@ -220,6 +220,10 @@ def _job_run(
     run = runs.get(key) or layout.OutputRun(key, "A", outputs, {})
     dataset = dict(manifest.get("dataset") or {})
     spec = {k: dataset.get(k) for k in ("name", "root", "split", "stories") if k in dataset}
+    if spec.get("name") == vistory_fixture_name() and not Path(str(spec.get("root"))).is_dir():
+        # the bundled fixture moves with the package (a reinstall): read the installed copy,
+        # which the fingerprint check below holds to the one the job ran on
+        spec["root"] = None
     spec.update(options)
     fingerprint = dataset.get("fingerprint")
     spec["__fingerprint__"] = None if options.get("root") else fingerprint
