@@ -307,7 +307,7 @@ def test_kontext_first_ref_edits_the_first_reference_or_a_blank_canvas(
     manifest = read_json(job / "manifest.json")
     image = manifest["components"]["image"]
     assert image["name"] == "first_ref" and image["params"]["inner"] == "image/kontext"
-    assert image["params"]["inner_params"]["steps"] == TINY["steps"]
+    assert image["params"]["steps"] == TINY["steps"]
 
     run(tmp_path, *args)
     assert calls(job)["image/first_ref"] == {"calls": 0, "cache_hits": 9, "failures": 0, "loads": 0}
@@ -477,7 +477,20 @@ def test_the_wrappers_need_an_inner_editor_and_key_its_parameters() -> None:
     with pytest.raises(ConfigError, match="steps"):
         FirstReferenceImage(steps=0, seed=0)
     small, large = FirstReferenceImage(steps=2, seed=0), FirstReferenceImage(steps=3, seed=0)
-    assert small.output_params()["inner_params"]["steps"] == 2
+    assert small.output_params()["steps"] == 2
     assert small.output_params() != large.output_params()
     assert small.canvas_size == (1024, 1024)  # the inner's default output size
     assert FirstReferenceImage(width=64, height=32, seed=0).canvas_size == (64, 32)
+
+
+def test_first_ref_keeps_the_component_contract(tiny_kontext: Path) -> None:
+    from omnistory_testkit import check_component
+    from omnistory_vistorybench.systems import FirstReferenceImage
+
+    # on the Omni-StoryBench demo pages (a page is a current_image like a reference)
+    report = check_component(
+        FirstReferenceImage, model=str(tiny_kontext), auto_resize=False, canvas_width=32, **TINY
+    )
+    assert {"light_import", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
+    varied = next(p for p in report.passed if p.startswith("output_params ("))
+    assert "steps" in varied and "canvas_width" in varied, varied

@@ -24,7 +24,7 @@ other parameter of the config node (``image.model=... image.steps=...`` reach it
 the wrapper checks nothing the inner does not and adds only how the conditioning image is chosen.
 The inner must read ``current_image`` (the wrapper exists to choose it) and nothing beyond
 ``image_prompt``.  The cache key holds the wrapper's own parameters and the inner's name, version
-and ``output_params``.
+and ``output_params`` (at the top level, beside them).
 """
 
 from __future__ import annotations
@@ -104,11 +104,14 @@ class ReferenceConditioned(ImageExpert):
 
     # -- identity: the inner's key, version and parameters are this one's ------------------------
     def output_params(self) -> dict[str, Any]:
+        # the inner's parameters at the top level, as the config node holds them
+        # (image.steps=...), so that each one visibly changes the key
         return {
+            **self.inner.output_params(),
             "inner": self.inner.key(),
             "inner_version": self.inner.version,
-            "inner_params": self.inner.output_params(),
-            "canvas": list(self.canvas_size),
+            "canvas_width": self.canvas_size[0],
+            "canvas_height": self.canvas_size[1],
         }
 
     @property
