@@ -265,3 +265,61 @@ def test_undeclared_components_take_any_key_as_before() -> None:
 
     assert Loose(anything=1).params == {"anything": 1}
     assert resolve_params(Loose, {"x": 2}) == {"x": 2}
+
+
+# -- the command line as Hydra gets it -----------------------------------------------------------
+
+
+def test_plain_parameter_overrides_of_component_groups_are_forced() -> None:
+    from omnistory_core.params import force_param_overrides
+
+    groups = ("planner", "image", "tts", "backbone", "metric", "judge")
+    given = [
+        "-m",
+        "tts.temperature=0.5,0.7",  # a sweep over a parameter: still a sweep
+        "backbone.name=noop",
+        "planner.extra_body.top_k=[1,2]",
+        "metric.clip.model=x",
+        "tts=parler",  # a group choice
+        "tts.runner.python=/venv/bin/python",  # in every node: Hydra checks it
+        "planner.default_choice=false",
+        "++tts.voice=x",
+        "+image.size=8",
+        "dataset.limit=1",  # not a component group
+        "tts@alt.volume=1",  # a package override
+        "--config-dir",
+        "/some/dir",
+    ]
+    assert force_param_overrides(given, groups) == [
+        "-m",
+        "++tts.temperature=0.5,0.7",
+        "++backbone.name=noop",
+        "++planner.extra_body.top_k=[1,2]",
+        "++metric.clip.model=x",
+        "tts=parler",
+        "tts.runner.python=/venv/bin/python",
+        "planner.default_choice=false",
+        "++tts.voice=x",
+        "+image.size=8",
+        "dataset.limit=1",
+        "tts@alt.volume=1",
+        "--config-dir",
+        "/some/dir",
+    ]
+
+
+def test_a_parameter_override_is_parsed_with_its_group_and_key() -> None:
+    from omnistory_core.params import parse_param_override
+
+    groups = ("tts", "backbone")
+    parsed = parse_param_override("++backbone.extra.top_k=4", groups)
+    assert parsed is not None
+    assert (parsed.group, parsed.key, parsed.path, parsed.value) == (
+        "backbone", "extra", "extra.top_k", "4",
+    )  # fmt: skip
+    assert parsed.text == "backbone.extra.top_k=4" and parsed.is_parameter
+    assert not parse_param_override("tts.runner.python=x", groups).is_parameter  # type: ignore[union-attr]
+    assert not parse_param_override("tts.name=espeak", groups).is_parameter  # type: ignore[union-attr]
+    assert parse_param_override("~tts.voice=x", groups) is None
+    assert parse_param_override("dataset.limit=1", groups) is None
+    assert parse_param_override("tts=parler", groups) is None
