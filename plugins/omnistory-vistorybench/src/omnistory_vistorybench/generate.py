@@ -136,7 +136,7 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     stats: dict[str, ComponentStats] = {}
     plans: dict[int, CallRecord | Failure] = {}
     if planner is not None:
-        plans, planner_stats = run_planner_stage(planner, system, data, pools, store, engine)
+        plans, planner_stats = run_planner_stage(planner, data, pools, store, engine)
         stats.update(planner_stats)
     blocked = apply_plans(pools, plans)
     results, image_stats = run_image_stage(component, system, data, store, engine, pools, blocked)
@@ -418,7 +418,6 @@ def apply_plans(
 
 def run_planner_stage(
     planner: Component,
-    system: ShotSystem,
     data: LoadedDataset,
     pools: Mapping[int, dict[str, Any]],
     store: Store,
