@@ -424,6 +424,21 @@ def test_page_planners_are_refused_and_chat_planners_take_the_shot_form() -> Non
     assert template.name == "template" and template.reads == ("shot_prompt",)
 
 
+def test_the_claude_form_sends_the_same_shot_request() -> None:
+    # another wire format: Claude sends the same request as its system text and content blocks
+    pytest.importorskip("anthropic", reason="the claude planner's schema needs its SDK")
+    registry = load_plugins()
+    if "claude" not in registry.names("planner"):
+        pytest.skip("omnistory-anthropic is not installed")
+    claude = shot_planner_class(registry.component("planner", "claude"))(seed=0)
+    item = {"shot_prompt": "merged", "shot": {"plot": "Pip waves."}, "current_image": None}
+    kwargs = claude.request_kwargs(claude.build_request(item))
+    assert kwargs["system"] == SYSTEM_PROMPT
+    [message] = kwargs["messages"]
+    assert [block["type"] for block in message["content"]] == ["image", "text"]
+    assert "Plot: Pip waves." in message["content"][1]["text"]
+
+
 def test_the_shot_text_carries_every_field_and_dataset_braces_are_safe() -> None:
     shot = {
         "story_id": "01",
