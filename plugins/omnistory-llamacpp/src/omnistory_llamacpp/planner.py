@@ -169,8 +169,6 @@ class LlamaCppPlanner(Planner):
             params[dist] = version(dist)
         except PackageNotFoundError:
             params[dist] = "missing"
-        if backend != "llama_cpp":
-            params.pop("grammar", None)  # no effect there
         path = self.model_path()
         params["gguf"] = (
             gguf_fingerprint(path) if path is not None and path.is_file() else "missing"
