@@ -1,7 +1,10 @@
 """The Hydra entry point: ``python -m omnistory_core [overrides]`` runs :func:`task` once per job.
 
-Only what ties omnistory to Hydra lives here: the task (one system per job, a configuration error
-as one clear line, recorded per job in a sweep) and the hint that names failed plugins when Hydra
+Only what ties omnistory to Hydra lives here: the command line as Hydra gets it (a component's
+parameters forced, so the component checks them per job: :func:`prepare_overrides`), the task (one
+system per job, a configuration error as one clear line, recorded per job in a sweep; a parameter
+for a group the job does not build and a config of a plugin that failed to load are such errors),
+the sections of ``--help`` Hydra cannot fill, and the hint that names failed plugins when Hydra
 cannot find a config.  The work itself is elsewhere:
 
 * :mod:`omnistory_core.run.generate`: one system over the dataset -> its job directory;
