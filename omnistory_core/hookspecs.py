@@ -3,7 +3,10 @@
 Each hook receives a ``register`` callback; call it once per thing you add.  Built-in components
 register through exactly these hooks (``omnistory_core.builtin``).  A plugin implementing a hook
 that is not defined here (``register_planner``), or with another signature than ``(register)``, is
-not loaded (one warning line with a did-you-mean); the other plugins are unaffected.
+not loaded (one warning line with a did-you-mean, and ``python -m omnistory_core plugins`` shows
+it); the other plugins are unaffected, and in a sweep only the jobs that use the plugin's components
+or configs fail (their ``job_error.json`` names the plugin and why).  ``check_component`` of the
+plugin kit checks the hook module the same way, so a plugin's own tests catch it.
 
 Example plugin module (named by ``[project.entry-points.omnistory] mymodel = "mypkg.plugin"``)::
 

@@ -3,7 +3,9 @@
 Every entry point is loaded inside its own try/except: a broken plugin costs one warning line naming
 its distribution and version, never the CLI.  That includes a plugin whose hooks do not match the
 specs (a misspelled hook name, a wrong argument): it is checked on its own when it registers, not by
-one ``check_pending`` over all plugins.  Switches (environment variables):
+one ``check_pending`` over all plugins.  The configs a failed plugin would have provided compose
+as stand-ins that fail only the jobs using them (:mod:`omnistory_core.unavailable`).  Switches
+(environment variables):
 
 * ``OMNISTORY_STRICT_PLUGINS=1``: re-raise plugin errors (for plugin authors);
 * ``OMNISTORY_BLOCK_PLUGINS=a,b``: skip these entry-point or distribution names;
