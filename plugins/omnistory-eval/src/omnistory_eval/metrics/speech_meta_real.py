@@ -7,7 +7,8 @@ audeering age/gender model and the three-model emotion ensemble.  It applies the
 
 * ``speed``: word timestamps from faster-whisper (Whisper base, CTranslate2,
   :mod:`~omnistory_eval.metrics.asr_ct2`) -> words per second -> slow/normal/fast;
-* ``gender``: pyAudioAnalysis' ``svm_rbf_speaker_male_female`` (:mod:`~.gender_pya`);
+* ``gender``: pyAudioAnalysis' ``svm_rbf_speaker_male_female`` (:mod:`~.gender_pya`) on the
+  file as pyAudioAnalysis reads it (own sample rate, untrimmed);
 * ``pitch``: median F0 (pyin -> yin) with the thresholds of the predicted gender.
 
 **Emotion (and age) are not scored.**  No real speech-emotion or speech-age model can be
@@ -224,8 +225,10 @@ class SpeechMetaRealMetric(Metric):
         order = sorted(audio)
         full = [audio[n][0] for n in order]  # the untrimmed 16 kHz signal (no ffmpeg)
         trimmed = [audio[n][1] for n in order]
+        # the SVM reads the file as pyAudioAnalysis does (its rate, untrimmed): see gender_pya
+        paths = [str(require_media(items[n], "candidate_speech").path) for n in order]
         transcripts = _safe(self._asr.transcribe, full)
-        genders = _safe(self._gender.predict, trimmed)
+        genders = _safe(self._gender.predict, paths)
         for k, n in enumerate(order):
             results[n] = self._score(refs[n], trimmed[k], transcripts[k], genders[k])
         return results  # type: ignore[return-value]
