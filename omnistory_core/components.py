@@ -127,14 +127,18 @@ class BackboneOutput:
     """What a backbone returns for one example: one store record holds all of it.
 
     * ``text`` -- the next-page narration;
-    * ``image`` -- the next illustration (``PIL.Image.Image`` or PNG bytes);
-    * ``speech`` -- the spoken character utterance (:class:`Audio`);
+    * ``image`` -- the next illustration (``PIL.Image.Image``, :class:`Media` or PNG bytes);
+    * ``speech`` -- the spoken character utterance (:class:`Audio` or :class:`Media`);
     * ``plan`` -- what the experts need for the modalities the backbone does not produce: the
       ``image_prompt`` and/or ``speech`` fields of the plan schema, as a dict, or the model's raw
-      text (a ``str``), which the engine parses with the plan parser's repairs;
+      text (a ``str``), which the engine parses with the plan parser's repairs (or a
+      :class:`~omnistory_core.contract.Plan`);
     * ``failures`` -- per omitted modality, why (a :class:`Failure` with its category); a produced
       modality that is ``None`` with no entry here is recorded as ``backbone_no_<modality>``;
     * ``usage`` -- token counts, cost, passes: anything JSON-able.
+
+    ``image`` and ``speech`` are given only for modalities in the backbone's ``produces``: any
+    other is refused as a ``contract_error`` of the example, as is a field of the wrong type.
     """
 
     text: str | None = None
@@ -321,7 +325,8 @@ class Component:
 
 
 class Planner(Component):
-    """VLM -> Plan.  Returns :class:`PlannerResponse` (raw text) per item."""
+    """VLM -> Plan.  Returns :class:`PlannerResponse` (raw text) per item, or a ``str`` (the raw
+    text) or a :class:`~omnistory_core.contract.Plan` (already parsed)."""
 
     kind = "planner"
     reads = EXAMPLE_INPUTS
@@ -351,7 +356,8 @@ class Backbone(Component):
 
 
 class ImageExpert(Component):
-    """Prompt [+ current image] -> image.  Returns a ``PIL.Image.Image`` (or PNG bytes)."""
+    """Prompt [+ current image] -> image.  Returns a ``PIL.Image.Image``, a :class:`Media` (an
+    image file) or PNG bytes."""
 
     kind = "image"
     reads = ("image_prompt",)
@@ -399,7 +405,8 @@ class Judge(Evaluator):
 
 
 class TTSExpert(Component):
-    """Utterance + voice attributes -> speech.  Returns :class:`Audio`."""
+    """Utterance + voice attributes -> speech.  Returns :class:`Audio` (or a :class:`Media` of a
+    sound file)."""
 
     kind = "tts"
     reads = ("utterance", "speaker", "emotion", "speed", "pitch", "gender")
