@@ -362,3 +362,32 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         errors = [line for line in done.stderr.splitlines() if "error" in line]
         assert len(errors) == 1 and expected in errors[0], done.stderr
     assert not (tmp_path / "s" / "scores.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_the_pre_flight_lists_what_each_metric_needs_before_scoring(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        "evaluate",
+        "--task",
+        "vistorybench",
+        "--outputs",
+        str(FIXTURE / "outputs"),
+        "dataset=vistory_fixture",
+        str(tmp_path / "scores"),
+        "--metrics",
+        "csd,diversity,prompt_align",
+        "--set",
+        f"metric.diversity.checkpoint={tmp_path / 'absent.pth'}",
+        "--no-report",
+        status=2,
+    )
+    table = one_line(done.stdout + done.stderr)
+    for setting in (
+        "metric.csd.checkpoint",
+        "metric.diversity.checkpoint",
+        "metric.prompt_align.rubric_dir",
+    ):
+        assert setting in table
+    assert "not set" in table and "not found" in table  # csd's unset file, diversity's absent one
+    assert "nothing was scored" in table and not (tmp_path / "scores" / "scores.jsonl").exists()

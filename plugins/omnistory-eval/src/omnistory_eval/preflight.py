@@ -1,7 +1,8 @@
 """Before scoring anything: can every requested evaluator run here?
 
-Each metric or judge declares what it needs (:class:`Need`, from its ``preflight_needs()``): a
-package, a checkpoint, a server, an API key, or a parameter that is not set.  :func:`preflight`
+Each metric or judge declares what it needs (:class:`Need`, from its ``preflight_needs()``; a
+plugin's evaluator, which cannot import this distribution, returns mappings with the same fields):
+a package, a checkpoint, a server, an API key, or a parameter that is not set.  :func:`preflight`
 checks all of them — a package by looking it up (nothing is imported), a checkpoint in the local
 Hugging Face cache and then with one short request to the hub, a server with one short request —
 and returns every problem at once, each with its remedy.  An evaluator run in another environment
@@ -238,10 +239,20 @@ def _isolation(evaluator: Any) -> tuple[Any, str | None]:
     return (inner, str(python)) if inner is not None and python else (evaluator, None)
 
 
+def as_need(declared: Any) -> Need:
+    """A declared need: a :class:`Need`, or a mapping with its fields (what a plugin's
+    evaluator returns: plugins import the core's contract, not this distribution)."""
+    if isinstance(declared, Need):
+        return declared
+    fields = {k: declared[k] for k in ("check", "target", "remedy") if k in declared}
+    extra = {k: str(declared[k]) for k in ("detail", "warning") if declared.get(k)}
+    return Need(**{k: str(v) for k, v in fields.items()}, **extra)
+
+
 def evaluator_needs(evaluator: Any) -> list[Need]:
     component, python = _isolation(evaluator)
-    declare: Callable[[], Iterable[Need]] | None = getattr(component, "preflight_needs", None)
-    needs = list(declare()) if callable(declare) else []
+    declare: Callable[[], Iterable[Any]] | None = getattr(component, "preflight_needs", None)
+    needs = [as_need(n) for n in declare()] if callable(declare) else []
     if python is not None:
         label = f"{component.kind}.{component.name}.runner.python"
         needs.insert(

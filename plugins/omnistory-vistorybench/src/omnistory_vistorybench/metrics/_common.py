@@ -85,6 +85,29 @@ def require_file(path: str | None, what: str, hint: str) -> Path:
     return file
 
 
+def file_need(path: str | None, setting: str, what: str) -> list[dict[str, str]]:
+    """The pre-flight's need for a weights file (``evaluate`` checks it before scoring
+    anything): a ``config`` problem when ``setting`` is unset or names no file.  A plain
+    mapping with the fields of the evaluation's ``Need``, which a plugin cannot import."""
+    remedy = f"--set {setting}=PATH ({what})"
+    if not path:
+        return [{"check": "config", "target": setting, "remedy": remedy, "detail": "not set"}]
+    file = Path(os.path.expanduser(str(path)))
+    if not file.is_file():
+        detail = f"{file} not found"
+        return [{"check": "config", "target": setting, "remedy": remedy, "detail": detail}]
+    return []
+
+
+def checkpoint_need(checkpoint: str, selection: str, setting: str) -> list[dict[str, str]]:
+    """A ``from_pretrained`` checkpoint (hub id or local directory) the pre-flight looks for."""
+    remedy = (
+        f"run `python -m omnistory_core prefetch {selection}` where the hub is reachable (same"
+        f" HF_HOME), or --set {setting}=DIR (a local copy)"
+    )
+    return [{"check": "weights", "target": str(checkpoint), "remedy": remedy}]
+
+
 def load_pretrained(model: str, loader: Callable[[], T]) -> T:
     """``loader()`` for a ``from_pretrained`` checkpoint: a local directory directly, a hub id
     with the cache first (:func:`omnistory_core.kit.hub.load_cache_first`).  A checkpoint that
@@ -203,6 +226,8 @@ __all__ = [
     "STORY_JSON_FIELDS",
     "batched",
     "candidate_shots",
+    "checkpoint_need",
+    "file_need",
     "load_pretrained",
     "media_exists",
     "media_path",

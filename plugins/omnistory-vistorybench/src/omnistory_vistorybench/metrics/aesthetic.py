@@ -17,12 +17,16 @@ that on CUDA and float32 on the CPU (float16 on the CPU is untested upstream).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 from omnistory_vistorybench.metrics import math as vmath
 from omnistory_vistorybench.metrics._common import (
     batched,
+    checkpoint_need,
+    file_need,
     load_pretrained,
     media_exists,
     media_path,
@@ -177,6 +181,15 @@ class AestheticMetric(Metric):
     @classmethod
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         return [str(params.get("encoder") or OFFICIAL_ENCODER)]
+
+    def preflight_needs(self) -> list[dict[str, str]]:
+        """The head file and the SigLIP checkpoint, checked by ``evaluate`` before scoring."""
+        encoder = str(self.params.get("encoder") or OFFICIAL_ENCODER)
+        local = Path(os.path.expanduser(encoder)).is_dir()
+        needs = file_need(self.params.get("head"), "metric.aesthetic.head", OFFICIAL_HEAD)
+        if not local:
+            needs += checkpoint_need(encoder, "metric=aesthetic", "metric.aesthetic.encoder")
+        return needs
 
     def load(self) -> None:
         head = require_file(

@@ -24,6 +24,7 @@ from omnistory_vistorybench.metrics import math as vmath
 from omnistory_vistorybench.metrics._common import (
     batched,
     candidate_shots,
+    file_need,
     media_exists,
     media_path,
     open_rgb,
@@ -195,6 +196,12 @@ class CSDMetric(Metric):
         super().__init__(**params)
         self._encoder: CSDEncoder | None = None
         self._cache: dict[str, Any] = {}
+
+    def preflight_needs(self) -> list[dict[str, str]]:
+        """The weights file, checked by ``evaluate`` before scoring anything."""
+        return file_need(
+            self.params.get("checkpoint"), "metric.csd.checkpoint", OFFICIAL_CHECKPOINT
+        )
 
     def load(self) -> None:
         path = require_file(

@@ -24,6 +24,7 @@ from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 from omnistory_vistorybench.metrics import math as vmath
 from omnistory_vistorybench.metrics._common import (
     batched,
+    file_need,
     open_all,
     release_torch_memory,
     require_file,
@@ -175,6 +176,11 @@ class InceptionScoreMetric(Metric):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._classifier: InceptionClassifier | None = None
+
+    def preflight_needs(self) -> list[dict[str, str]]:
+        """The ImageNet state dict, checked by ``evaluate`` before scoring anything."""
+        path = self.params.get("checkpoint") or str(default_checkpoint())
+        return file_need(path, "metric.diversity.checkpoint", f"torchvision's {OFFICIAL_FILE}")
 
     def load(self) -> None:
         path = require_file(

@@ -396,6 +396,44 @@ class PromptAlignMetric(Metric):
         }
         return out
 
+    def preflight_needs(self) -> list[dict[str, str]]:
+        """The rubric files, the judge's server and its key, checked by ``evaluate`` before
+        scoring anything (the key only for the SDK's default endpoint: a local server needs
+        none)."""
+        needs: list[dict[str, str]] = []
+        try:
+            read_rubrics(self.params.get("rubric_dir"))
+        except ComponentError as exc:
+            needs.append(
+                {
+                    "check": "config",
+                    "target": "metric.prompt_align.rubric_dir",
+                    "remedy": "--set metric.prompt_align.rubric_dir=<ViStoryBench checkout>"
+                    "/vistorybench/bench/prompt_align/user_prompts",
+                    "detail": str(exc).removeprefix("skipped: ").split(";")[0],
+                }
+            )
+        base_url = chat_base_url(self.params.get("base_url"))
+        env = str(self.params.get("api_key_env") or "")
+        if base_url:
+            needs.append(
+                {
+                    "check": "server",
+                    "target": base_url,
+                    "remedy": "start the judge's server or correct metric.prompt_align.base_url",
+                }
+            )
+        elif env:
+            needs.append(
+                {
+                    "check": "key",
+                    "target": env,
+                    "remedy": f"export {env}=<key> (metric.prompt_align.api_key_env), or"
+                    " --set metric.prompt_align.base_url=http://HOST:PORT/v1 for a local server",
+                }
+            )
+        return needs
+
     # -- the dry run's estimates -------------------------------------------------------------
     def pricing(self) -> Any:
         """The judge model's price (``prices``, else the reference table); None for a server on
