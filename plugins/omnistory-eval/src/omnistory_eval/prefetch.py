@@ -62,6 +62,28 @@ def collect(selections: list[str], overrides: list[str]) -> dict[str, list[str]]
     return needed
 
 
+def prepare_local(selections: list[str], overrides: list[str], dry_run: bool) -> int:
+    """Models that components provide from installed packages rather than the hub (a class's
+    ``prefetch_local(params, dry_run)`` yields ``(model, where or why not, ok)``; e.g. the
+    real-weight metrics reassemble split weights into their cache).  Prints one line each and
+    returns how many could not be provided."""
+    from omnistory_core.plugins import load_plugins
+    from omnistory_eval.evaluators import evaluator_config, expand_panels
+
+    registry = load_plugins()
+    failed = 0
+    for selection in selections:
+        group, _, name = selection.partition("=")
+        for member in expand_panels(group, [name]) if group == "judge" else [name]:
+            hook = getattr(registry.component(group, member), "prefetch_local", None)
+            if hook is None:
+                continue
+            for model, where, ok in hook(evaluator_config(group, member, overrides), dry_run):
+                print(f"{model:<55} {where}  for {group}/{member}", flush=True)
+                failed += not ok
+    return failed
+
+
 def describe(checkpoint: str) -> tuple[str, str]:
     """(size, gated) as text.  The local cache is looked at first; the hub is asked only when one
     short probe found it reachable, so an offline machine answers at once (said, not hidden)."""
@@ -144,7 +166,9 @@ def main(argv: list[str]) -> int:
             )
         else:
             print(f"  -> {path}")
+    local_failed = prepare_local(selections, args.overrides, args.dry_run)
+    if local_failed:
+        print(f"{local_failed} local model(s) could not be provided", file=sys.stderr)
     if failed:
         print(f"{failed} of {len(needed)} checkpoints could not be downloaded", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed or local_failed else 0
