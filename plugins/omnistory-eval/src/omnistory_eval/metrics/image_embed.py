@@ -28,6 +28,7 @@ from omnistory_eval.metrics.assemble import (
     EFFICIENTNET_LITE0,
     RealModelError,
     installed,
+    prefetch_lines,
     provide,
 )
 from omnistory_eval.metrics.clip import CLIPMetric
@@ -106,6 +107,11 @@ class ImageSimEffNetMetric(CLIPMetric):
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         """Nothing comes from the hub: the weights are a local file or an installed package."""
         return []
+
+    @classmethod
+    def prefetch_local(cls, params: dict[str, Any], dry_run: bool) -> list[tuple[str, str, bool]]:
+        """For ``prefetch``: the installed weights checked (nothing when ``weights`` is set)."""
+        return prefetch_lines([] if params.get("weights") else [EFFICIENTNET_LITE0], dry_run)
 
     def preflight_needs(self) -> list[Any]:
         """The network code and torch, and the weights package unless ``weights`` is given."""

@@ -29,7 +29,13 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import ComponentError, EvalResult
 from omnistory_core.params import Param
-from omnistory_eval.metrics.assemble import MINILM_L6, RealModelError, installed, provide
+from omnistory_eval.metrics.assemble import (
+    MINILM_L6,
+    RealModelError,
+    installed,
+    prefetch_lines,
+    provide,
+)
 from omnistory_eval.metrics.bertscore import BERTScoreMetric
 from omnistory_eval.metrics.image_embed import ImageSimEffNetMetric
 from omnistory_eval.metrics.speech_meta_real import SpeechMetaRealMetric
@@ -81,6 +87,11 @@ class BERTScoreMiniLMMetric(BERTScoreMetric):
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         """Nothing comes from the hub: a local directory or an installed package."""
         return []
+
+    @classmethod
+    def prefetch_local(cls, params: dict[str, Any], dry_run: bool) -> list[tuple[str, str, bool]]:
+        """For ``prefetch``: the installed model checked (nothing when ``model_type`` is set)."""
+        return prefetch_lines([] if params.get("model_type") else [MINILM_L6], dry_run)
 
     def preflight_needs(self) -> list[Any]:
         from omnistory_eval.preflight import Need, package_need

@@ -41,6 +41,7 @@ from omnistory_eval.metrics.assemble import (
     WHISPER_BASE,
     RealModelError,
     installed,
+    prefetch_lines,
 )
 from omnistory_eval.metrics.gender_pya import PyAudioAnalysisGender
 from omnistory_eval.metrics.speech_meta import _err, _safe
@@ -155,6 +156,14 @@ class SpeechMetaRealMetric(Metric):
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
         """Nothing comes from the hub: local directories or installed packages."""
         return []
+
+    @classmethod
+    def prefetch_local(cls, params: dict[str, Any], dry_run: bool) -> list[tuple[str, str, bool]]:
+        """For ``prefetch``: Whisper base reassembled and the SVM checked (unless local models
+        are configured)."""
+        models = [WHISPER_BASE] if not params.get("asr_model") else []
+        models += [PYAA_GENDER_SVM] if not params.get("gender_model") else []
+        return prefetch_lines(models, dry_run)
 
     def output_params(self) -> dict[str, Any]:
         out = super().output_params()
