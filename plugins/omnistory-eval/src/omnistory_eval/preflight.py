@@ -244,9 +244,13 @@ def as_need(declared: Any) -> Need:
     evaluator returns: plugins import the core's contract, not this distribution)."""
     if isinstance(declared, Need):
         return declared
-    fields = {k: declared[k] for k in ("check", "target", "remedy") if k in declared}
-    extra = {k: str(declared[k]) for k in ("detail", "warning") if declared.get(k)}
-    return Need(**{k: str(v) for k, v in fields.items()}, **extra)
+    return Need(
+        str(declared["check"]),
+        str(declared["target"]),
+        str(declared.get("remedy") or ""),
+        detail=str(declared.get("detail") or ""),
+        warning=str(declared.get("warning") or ""),
+    )
 
 
 def evaluator_needs(evaluator: Any) -> list[Need]:
