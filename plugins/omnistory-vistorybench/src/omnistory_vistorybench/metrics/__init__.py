@@ -11,8 +11,16 @@ functions that run a model):
 * :mod:`.inception` -- Inception v3 probabilities and :class:`~.inception.InceptionScoreMetric`;
 * :mod:`.clip_encoder` -- the ``Detector`` / ``Encoder`` protocols of CIDS and the CLIP encoder
   of its non-``realistic_human`` characters;
+* :mod:`.grounding` -- the GroundingDINO detector of CIDS (transformers' port on an HF
+  checkpoint);
+* :mod:`.face` -- the face encoders of CIDS's ``realistic_human`` characters: ArcFace
+  (antelopev2's ``glintr100.onnx`` through onnxruntime), AdaFace and FaceNet, and their
+  ``face_mix`` ensemble;
+* :mod:`.single_action` -- the VLM judge of ``single_character_action`` over CIDS's matched
+  crops;
 * :mod:`.cids` -- :class:`~.cids.CIDSMetric` (``cids_cross_mean``, ``cids_self_mean``,
-  ``occm``, ``copy_paste_score``) over pluggable detectors and encoders;
+  ``occm``, ``copy_paste_score``, ``single_character_action``) over pluggable detectors and
+  encoders;
 * :mod:`.prompt_align` -- the GPT judge of prompt alignment and
   :class:`~.prompt_align.PromptAlignMetric` (``scene``, ``camera``, ``character_action``).
 

@@ -31,9 +31,9 @@ The detector and the encoders are looked up by name in :data:`DETECTORS` and :da
 * ``clip`` (:class:`.clip_encoder.CLIPImageEncoder`), for every tag but ``realistic_human``;
 * ``face_mix`` (:class:`.face.FaceMixEncoder`, the official default of ``realistic_human``):
   the mean per-model cosine over ``face_models`` (FaceNet and AdaFace are ports loaded from the
-  official weight files; ArcFace is not available, so the official trio raises a ``skipped:``
-  error until ``face_models`` leaves it out, a documented departure);
-* ``arcface`` (the official's single-model alternative): declared, not available.
+  official weight files, ArcFace runs the official ``glintr100.onnx`` with onnxruntime; a model
+  whose weights parameter names no file raises a ``skipped:`` error);
+* ``arcface`` (the official's single-model alternative): ArcFace's cosine alone.
 
 A story that needs a model that is not available is an ``error`` row (recomputed once it
 exists), never a 0.  :data:`.math.DEPARTURES` lists where these ports differ from the official.
@@ -66,7 +66,12 @@ from omnistory_vistorybench.metrics.clip_encoder import (
     Encoded,
     Encoder,
 )
-from omnistory_vistorybench.metrics.face import ADAFACE_FILE, FACENET_FILE, OFFICIAL_FACE_MODELS
+from omnistory_vistorybench.metrics.face import (
+    ADAFACE_FILE,
+    ARCFACE_FILE,
+    FACENET_FILE,
+    OFFICIAL_FACE_MODELS,
+)
 from omnistory_vistorybench.metrics.single_action import (
     ActionShot,
     SingleCharacterAction,
@@ -103,13 +108,6 @@ def register_encoder(name: str, factory: EncoderFactory) -> None:
     ENCODERS[name] = factory
 
 
-def _not_available(what: str, why: str) -> Callable[[Mapping[str, Any]], Any]:
-    def factory(params: Mapping[str, Any]) -> Any:
-        raise ComponentError(f"skipped: {what} is not available: {why}", "model_error")
-
-    return factory
-
-
 def _clip(params: Mapping[str, Any]) -> Encoder:
     from omnistory_vistorybench.metrics.clip_encoder import CLIPImageEncoder
 
@@ -138,16 +136,16 @@ def _face_mix(params: Mapping[str, Any]) -> Encoder:
     return build_face_mix(params, resolve_device(params.get("device")))
 
 
+def _arcface(params: Mapping[str, Any]) -> Encoder:
+    from omnistory_vistorybench.metrics.face import build_arcface
+
+    return build_arcface(params, resolve_device(params.get("device")))
+
+
 register_encoder("clip", _clip)
 register_detector("groundingdino", _groundingdino)
 register_encoder("face_mix", _face_mix)
-register_encoder(
-    "arcface",
-    _not_available(
-        "the arcface face encoder",
-        "insightface antelopev2 is not available in this environment",
-    ),
-)
+register_encoder("arcface", _arcface)
 
 
 class StoryUnscorable(Exception):
@@ -417,7 +415,8 @@ class CIDSMetric(Metric):
     ``prompt`` (``"character"``), ``object_encoder`` (``clip``) with ``clip_model``
     (``openai/clip-vit-large-patch14``), ``face_encoder`` (``face_mix``, the official default;
     ``arcface`` without the multi-face ensemble) for ``realistic_human`` characters, with
-    ``face_models`` (the official ``arcface, adaface, facenet``), ``facenet_weights``
+    ``face_models`` (the official ``arcface, adaface, facenet``), ``arcface_weights``
+    (insightface's ``antelopev2/glintr100.onnx``), ``facenet_weights``
     (``20180402-114759-vggface2.pt``) and ``adaface_weights``
     (``adaface_ir101_webface12m.ckpt``); the judge of single-character action:
     ``judge_base_url`` (null: not produced), ``judge_api_key_env``, ``judge_model`` (gpt-4.1),
@@ -453,8 +452,13 @@ class CIDSMetric(Metric):
             "face_models",
             (list, str),
             list(OFFICIAL_FACE_MODELS),
-            "face_mix members, a list or comma-separated (the official: arcface, adaface,"
-            " facenet; arcface is not available)",
+            "face_mix members, a list or comma-separated (the official: arcface, adaface, facenet)",
+        ),
+        Param(
+            "arcface_weights",
+            (str, None),
+            None,
+            f"path of ArcFace's {ARCFACE_FILE} (insightface's antelopev2 pack)",
         ),
         Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
         Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),

@@ -1,10 +1,13 @@
-"""The face encoders of CIDS's ``realistic_human`` characters: FaceNet, AdaFace and ``face_mix``.
+"""The face encoders of CIDS's ``realistic_human`` characters: ArcFace, FaceNet, AdaFace and
+``face_mix``.
 
 The official evaluator (``bench/content/cids_evaluator.py``) embeds a ``realistic_human`` crop
 with three face models and compares two crops by the mean, over the models that produced a
 feature for both, of their cosine (``ensemble_method: average``; no model in common: 0.0):
 
-* ArcFace -- insightface ``FaceAnalysis("antelopev2")`` (ONNX, its own face detector);
+* ArcFace -- insightface ``FaceAnalysis("antelopev2")`` (ONNX: SCRFD detection, det_thresh
+  stepped 0.45 -> 0.1 until a face is found, then ``glintr100.onnx`` on the aligned face, RGB,
+  ``(x - 127.5) / 127.5``);
 * AdaFace IR-101 -- ``adaface/adaface_ir101_webface12m.ckpt``, input BGR, ``(x/255 - 0.5)/0.5``;
 * FaceNet ``InceptionResnetV1`` (vggface2) -- ``facenet/20180402-114759-vggface2.pt``, input
   the aligned face as OpenCV gives it: BGR, ``x/255``.
@@ -15,16 +18,20 @@ AdaFace and FaceNet read the face that facexlib's ``FaceRestoreHelper`` (RetinaF
 * :class:`FaceNetEmbedder` and :class:`AdaFaceEmbedder` are ports (architectures in
   :mod:`._face_nets`, the official weight files loaded strictly from paths given as
   parameters), with the official input conventions above;
+* :class:`~._arcface.ArcFaceEmbedder` runs the official ``glintr100.onnx`` itself with
+  onnxruntime (insightface builds from source), with ``ArcFaceONNX``'s input conventions;
 * :class:`FaceMixEncoder` is ``face_mix`` over the models it is given (``face_models``; the
-  official trio is ``arcface, adaface, facenet``);
-* ArcFace is **not available** (insightface builds from source and routes its ONNX models by
-  graph signature): a ``face_mix`` that lists it, and the ``arcface`` encoder, raise a
-  ``skipped:`` ComponentError, so a story that needs them is an ``error`` row, never a 0.
+  official trio is ``arcface, adaface, facenet``), and the ``arcface`` encoder is a
+  ``face_mix`` of ArcFace alone (its cosine).
 
-Documented departure (:data:`.math.DEPARTURES`): facexlib's RetinaFace alignment is not
-available, so each crop is embedded whole, resized to 112x112 (bilinear), and every crop
-yields a feature (the official drops crops in which no model finds a face).  Numbers
-therefore differ from the official ones even with the official weights.
+A model whose weights parameter is unset or names no file raises a ``skipped:``
+ComponentError naming that parameter, so a story that needs it is an ``error`` row, never a 0.
+
+Documented departure (:data:`.math.DEPARTURES`): neither facexlib's RetinaFace alignment nor
+insightface's SCRFD detection is available, so each crop is embedded whole, resized to 112x112
+(bilinear), by every model, and every crop yields a feature (the official drops crops in which
+no model finds a face).  Numbers therefore differ from the official ones even with the
+official weights.
 No heavy import at module level.
 """
 
@@ -37,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from omnistory_core.api import ComponentError
+from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE, ArcFaceEmbedder
 from omnistory_vistorybench.metrics._common import (
     batched,
     release_torch_memory,
@@ -190,17 +198,14 @@ def _load_strict(net: Any, state: Mapping[str, Any], file: Path) -> None:
 
 
 #: the face models this environment has: name -> (embedder class, weights parameter)
-FACE_MODELS: dict[str, tuple[type[_TorchFaceEmbedder], str]] = {
+FACE_MODELS: dict[str, tuple[type[Any], str]] = {
+    "arcface": (ArcFaceEmbedder, "arcface_weights"),
     "facenet": (FaceNetEmbedder, "facenet_weights"),
     "adaface": (AdaFaceEmbedder, "adaface_weights"),
 }
-#: the face models declared but not available, and why
-UNAVAILABLE_FACE_MODELS: dict[str, str] = {
-    "arcface": (
-        "insightface antelopev2 (ONNX with its own face detector) is not available in this"
-        " environment"
-    ),
-}
+#: the face models declared but not available, and why (none at present; a model listed here
+#: is refused by name before any weights are looked for)
+UNAVAILABLE_FACE_MODELS: dict[str, str] = {}
 
 
 class FaceMixEncoder:
@@ -268,8 +273,16 @@ def build_face_mix(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
     return FaceMixEncoder(embedders)
 
 
+def build_arcface(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
+    """The ``arcface`` encoder (the official without the multi-face ensemble): ArcFace alone,
+    whatever ``face_models`` lists, so two crops compare by its cosine."""
+    return build_face_mix({**params, "face_models": ["arcface"]}, device)
+
+
 __all__ = [
     "ADAFACE_FILE",
+    "ARCFACE_FILE",
+    "ArcFaceEmbedder",
     "AdaFaceEmbedder",
     "FACENET_FILE",
     "FACE_MODELS",
@@ -279,6 +292,7 @@ __all__ = [
     "OFFICIAL_FACE_MODELS",
     "UNAVAILABLE_FACE_MODELS",
     "adaface_state_dict",
+    "build_arcface",
     "build_face_mix",
     "face_model_names",
     "face_pixels",

@@ -194,10 +194,15 @@ DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "cids (realistic_human characters)",
-        "face_mix = ArcFace (insightface antelopev2) + AdaFace IR-101 + FaceNet vggface2",
-        "the face_models listed (adaface, facenet: ports loading the official weight files);"
-        " the official trio, which includes ArcFace, is an error row",
-        "insightface builds from source and routes its ONNX models by graph signature",
+        "ArcFace = insightface FaceAnalysis('antelopev2'): SCRFD (scrfd_10g_bnkps.onnx) finds"
+        " the face, det_thresh stepped 0.45 -> 0.1 by 0.1 until one is found, norm_crop aligns"
+        " it to 112x112 (5 landmarks), glintr100.onnx embeds it; no face: no ArcFace feature",
+        "glintr100.onnx (arcface_weights) run directly with onnxruntime, CUDA execution"
+        " provider first then CPU, with ArcFaceONNX's input (RGB, (x - 127.5) / 127.5, or raw"
+        " pixels for an MXNet export) on the whole detector crop resized to 112x112"
+        " (bilinear); every crop is embedded",
+        "insightface builds C++ from source (no wheel); SCRFD detection and alignment are not"
+        " ported",
     ),
     (
         "cids (realistic_human characters)",
