@@ -357,6 +357,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
             "clip",
         ),
     }
+    omni = tmp_path / "omni"
+    run(omni.parent, "dataset=demo", "dataset.limit=1", f"hydra.run.dir={omni}", *QUIET)
+    cases["which the group units of task omnistorybench do not provide"] = (
+        "evaluate",
+        str(omni),
+        "--metrics",
+        "csd",
+    )
     for expected, args in cases.items():
         done = run(tmp_path, *args, status=2)
         errors = [line for line in done.stderr.splitlines() if "error" in line]

@@ -261,6 +261,12 @@ def evaluate_run(
     examples, _ = load_examples(spec)
     store = Store(store_path or Path(systems[0].manifest.get("store") or run_dir / "store"))
     evaluators = build_evaluators(metrics, judges, overrides or [], store.root)
+    if examples:  # an evaluator of another task (a story- or run-level metric) is refused
+        from omnistory_core.engine.hashing import MediaHasher
+        from omnistory_eval.runner import PoolUnit, candidate_pool
+
+        pool, missing = candidate_pool(systems[0], examples[0], MediaHasher())
+        check_scopes(selected, evaluators, {"item": [PoolUnit("", "", pool, missing)]})
     problems = preflight(evaluators)
     if problems and not allow_partial:
         raise PreflightFailed(problems)
