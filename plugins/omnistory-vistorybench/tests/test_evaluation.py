@@ -399,3 +399,23 @@ def test_the_pre_flight_lists_what_each_metric_needs_before_scoring(tmp_path: Pa
         assert setting in table
     assert "not set" in table and "not found" in table  # csd's unset file, diversity's absent one
     assert "nothing was scored" in table and not (tmp_path / "scores" / "scores.jsonl").exists()
+
+
+def test_runs_of_an_outputs_tree_are_named_by_the_levels_that_differ() -> None:
+    from omnistory_vistorybench.evaluation import system_names
+    from omnistory_vistorybench.layout import RunKey
+
+    keys = [
+        RunKey("uno", "base", "en", "20250101_120000"),
+        RunKey("uno", "img_ref", "en", "20250101_120000"),
+        RunKey("gpt4o", "base", "en", "20250101_120000"),
+        RunKey("gpt4o", "base", "ch", "20250102_120000"),
+        RunKey("seed", "base", "en", "20250101_120000"),
+    ]
+    assert list(system_names(keys).values()) == [
+        "uno/base",
+        "uno/img_ref",
+        "gpt4o/en/20250101_120000",
+        "gpt4o/ch/20250102_120000",
+        "seed",
+    ]

@@ -1,4 +1,9 @@
-"""The evaluation the core's sweep callback and dry run call (its ``EvaluationService``)."""
+"""The evaluation the core's sweep callback and dry run call (its ``EvaluationService``).
+
+The sweep directory's task decides what is scored, as for ``evaluate``: Omni-StoryBench's pools,
+or the units of a task with its own ``evaluation`` (ViStoryBench: shots, stories and each system's
+run), whose rows carry their ``scope``.
+"""
 
 from __future__ import annotations
 
