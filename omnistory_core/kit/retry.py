@@ -167,20 +167,36 @@ def map_bounded(
     Order is kept; an exception raised by ``fn`` becomes that item's result instead of aborting
     the others (the engine records exception results as failures).
     """
-    limit = max(1, int(max_concurrency))
+    import contextvars
 
-    def guarded(item: T) -> R | BaseException:
+    from omnistory_core.components import calling_examples, current_examples
+
+    limit = max(1, int(max_concurrency))
+    # the engine names one example per item of a run_batch: each item's call, in whatever thread,
+    # sees its own id (threads do not inherit context variables by themselves); items that are
+    # not the batch's (one example's sub-calls) see the batch's ids
+    ids = current_examples()
+    per_item = len(ids) == len(items)
+
+    def guarded(n: int, item: T) -> R | BaseException:
         try:
+            if per_item:
+                with calling_examples([ids[n]]):
+                    return fn(item)
             return fn(item)
         except Exception as exc:  # noqa: BLE001 - one item's error is that item's result
             return exc
 
     if limit == 1 or len(items) <= 1:
-        return [guarded(item) for item in items]
+        return [guarded(n, item) for n, item in enumerate(items)]
     with ThreadPoolExecutor(
         max_workers=min(limit, len(items)), thread_name_prefix="omnistory-call"
     ) as pool:
-        return list(pool.map(guarded, items))
+        futures = [
+            pool.submit(contextvars.copy_context().run, guarded, n, item)
+            for n, item in enumerate(items)
+        ]
+        return [f.result() for f in futures]
 
 
 def classify_api_error(

@@ -235,3 +235,15 @@ def test_map_bounded_never_exceeds_the_bound(limit):
 
     assert map_bounded(fn, items, max_concurrency=limit) == items
     assert state["peak"] == limit
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_map_bounded_gives_each_item_its_example_id_in_every_thread(limit):
+    from omnistory_core.components import calling_examples, current_example
+
+    with calling_examples(["demo/a", "demo/b", "demo/c"]):
+        seen = map_bounded(lambda item: (item, current_example()), [1, 2, 3], limit)
+    assert seen == [(1, "demo/a"), (2, "demo/b"), (3, "demo/c")]
+    # sub-calls of one example (its questions, say) each see that example, in every thread
+    with calling_examples(["demo/a"]):
+        assert map_bounded(lambda item: current_example(), [1, 2], limit) == ["demo/a"] * 2
