@@ -280,3 +280,29 @@ def test_copy_paste_declares_its_parameters() -> None:
         CopyPasteImage(size=4)
     with pytest.raises(ParamError, match="unknown parameter"):
         CopyPasteImage(width=64)
+
+
+def test_an_image_expert_is_told_which_shot_it_draws(tmp_path: Path) -> None:
+    """current_example() names the shot's record id (logging only: not part of the key)."""
+    from omnistory_vistorybench.dataset import fixture_root
+    from omnistory_vistorybench.generate import ShotSystem, load_dataset, run_image_stage
+
+    from omnistory_core.api import ImageExpert, current_example
+    from omnistory_core.kit.jobs import Store
+
+    seen: list[str | None] = []
+
+    class Probe(ImageExpert):
+        name = "probe"
+        version = "1"
+        reads = ("shot_prompt",)
+        parameters = ()
+
+        def run_one(self, item: dict[str, Any]) -> Any:
+            seen.append(current_example())
+            return Image.new("RGB", (8, 8))
+
+    data = load_dataset({"name": "vistory", "root": str(fixture_root())})
+    system = ShotSystem("probe", {"name": "probe"})
+    run_image_stage(Probe(), system, data, Store(tmp_path / "store"), {})
+    assert seen == [r.id for r in data.records]

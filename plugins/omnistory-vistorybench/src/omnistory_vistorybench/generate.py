@@ -428,7 +428,8 @@ def run_planner_stage(
     from omnistory_vistorybench.planning import unusable_plan
 
     items = [
-        StageItem(r.index, project(planner, pools[r.index]), group=r.group) for r in data.records
+        StageItem(r.index, project(planner, pools[r.index]), group=r.group, example=r.id)
+        for r in data.records
     ]
     return run_stage_of(planner, "planner", items, store, engine, derived_failure=unusable_plan)
 
@@ -451,9 +452,9 @@ def run_image_stage(
         pools = shot_pools(data, MediaHasher())
     blocked = blocked or {}
     items = [
-        StageItem(r.index, blocked_by=blocked[r.index], group=r.group)
+        StageItem(r.index, blocked_by=blocked[r.index], group=r.group, example=r.id)
         if r.index in blocked
-        else StageItem(r.index, project(component, pools[r.index]), group=r.group)
+        else StageItem(r.index, project(component, pools[r.index]), group=r.group, example=r.id)
         for r in data.records
     ]
     return run_stage_of(component, "image", items, store, engine, runner=system.image.get("runner"))
