@@ -223,11 +223,16 @@ class DevicePool:
                 f" ({','.join(self.devices)})"
             )
 
-    def try_acquire(self, n: int = 1) -> DeviceLease | None:
-        """``n`` free devices now, or None (never waits)."""
+    def _order(self, prefer: Sequence[str]) -> list[str]:
+        """The devices to try, ``prefer``'s first (where a component is warm already)."""
+        first = [d for d in self.devices if d in set(prefer)]
+        return first + [d for d in self.devices if d not in set(prefer)]
+
+    def try_acquire(self, n: int = 1, prefer: Sequence[str] = ()) -> DeviceLease | None:
+        """``n`` free devices now, or None (never waits); ``prefer``'s first when free."""
         self.check(n)
         lease = DeviceLease([])
-        for device in self.devices:
+        for device in self._order(prefer):
             handle = self._try_lock(self._path(device))
             if handle is not None:
                 lease.devices.append(device)
@@ -238,13 +243,17 @@ class DevicePool:
         return None
 
     def acquire(
-        self, n: int = 1, give_up: Callable[[], bool] = lambda: False
+        self,
+        n: int = 1,
+        give_up: Callable[[], bool] = lambda: False,
+        prefer: Callable[[], Sequence[str]] = lambda: (),
     ) -> DeviceLease | None:
-        """``n`` devices, waiting for them; None once ``give_up()`` says the work is gone."""
+        """``n`` devices, waiting for them; None once ``give_up()`` says the work is gone.
+        ``prefer()``: devices to take first when free (asked again on every try)."""
         self.check(n)
         if n == 1:
             while True:
-                lease = self.try_acquire(1)
+                lease = self.try_acquire(1, prefer())
                 if lease is not None:
                     return lease
                 if give_up():

@@ -74,19 +74,49 @@ def stage_devices(
                 f" has {len(devices)} ({','.join(devices)})"
             )
     shared = os.environ.get(SHARED_DEVICES_ENV) == "1"
-    if len(devices) >= 2 or (devices and shared):
+    warm = warm_pool()
+    if len(devices) >= 2 or (devices and (shared or warm is not None)):
         pool = DevicePool(devices, lock_dir or default_lock_dir())
-        # a GPU component misdeclared as CPU-only must not grab a replica's device unseen
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        return ReplicaRunner(pool, store_root)
+        # a GPU component misdeclared as CPU-only must not grab a replica's device unseen; a
+        # single job on one device (its sweep's warm pool serving it) keeps it, as it would
+        # without the pool
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[0] if len(devices) == 1 and not shared else ""
+        return ReplicaRunner(pool, store_root, warm=warm)
     if devices:
         os.environ["CUDA_VISIBLE_DEVICES"] = devices[0]
     return None
 
 
-def replica_of(component: Component, store_root: str | Path, lease: DeviceLease) -> Any:
+def warm_pool() -> Path | None:
+    """The warm pool of the sweep this job belongs to (:mod:`.pool`), or None."""
+    from omnistory_core.engine.pool import POOL_ENV, SETTINGS
+
+    value = os.environ.get(POOL_ENV)
+    if not value or not (Path(value) / SETTINGS).exists():
+        return None
+    return Path(value)
+
+
+def replica_of(
+    component: Component, store_root: str | Path, lease: DeviceLease, warm: Path | None = None
+) -> Any:
     """A worker of ``component`` pinned to the lease's devices: in the component's own
-    environment when it is isolated (``runner.python``), else in this interpreter's."""
+    environment when it is isolated (``runner.python``), else in this interpreter's.  With a
+    warm pool, that worker is the pool's server of the component on those devices (started
+    when none is there yet)."""
+    if warm is not None:
+        from omnistory_core.engine.pool import PooledComponent
+
+        isolated = isinstance(component, IsolatedComponent)
+        return PooledComponent(
+            component._component if isolated else component,  # type: ignore[attr-defined]
+            component.python if isolated else sys.executable,  # type: ignore[attr-defined]
+            store_root,
+            warm,
+            lease.devices,
+            env={**(component.env if isolated else {}), **lease.env()},  # type: ignore[attr-defined]
+            timeout_s=component.timeout_s if isolated else None,  # type: ignore[attr-defined]
+        )
     if isinstance(component, IsolatedComponent):
         return IsolatedComponent(
             component._component,
@@ -108,10 +138,29 @@ class _Replica:
 class ReplicaRunner:
     """The :class:`~omnistory_core.engine.stage.StageDevices` of a job with a device pool."""
 
-    def __init__(self, pool: DevicePool, store_root: str | Path, poll_s: float = 0.1):
+    def __init__(
+        self,
+        pool: DevicePool,
+        store_root: str | Path,
+        poll_s: float = 0.1,
+        warm: Path | None = None,
+    ):
         self.pool = pool
         self.store_root = str(store_root)
         self.poll_s = poll_s
+        #: the sweep's warm pool: replicas are its servers, and devices where the component is
+        #: loaded already are leased first
+        self.warm = warm
+
+    def _prefer(self, component: Component) -> list[str]:
+        if self.warm is None:
+            return []
+        from omnistory_core.engine.pool import warm_devices
+
+        return warm_devices(self.warm, component)
+
+    def _replica(self, component: Component, lease: DeviceLease) -> _Replica:
+        return _Replica(lease, replica_of(component, self.store_root, lease, self.warm))
 
     def wants(self, component: Component) -> bool:
         return gpus_needed(component) > 0
@@ -148,9 +197,13 @@ class ReplicaRunner:
             busy = sum(1 for r in replicas if r.thread is not None and r.thread.is_alive())
             if busy < math.ceil(left / size):
                 lease = (
-                    self.pool.try_acquire(need)
+                    self.pool.try_acquire(need, self._prefer(stage.component))
                     if busy
-                    else self.pool.acquire(need, give_up=lambda: stage.unclaimed() == 0)
+                    else self.pool.acquire(
+                        need,
+                        give_up=lambda: stage.unclaimed() == 0,
+                        prefer=lambda: self._prefer(stage.component),
+                    )
                 )
                 if lease is not None:
                     # calls other processes made while this one waited need no replica: read
@@ -159,7 +212,7 @@ class ReplicaRunner:
                     if stage.unclaimed() <= busy * size:
                         lease.release()
                         continue
-                    replica = _Replica(lease, replica_of(stage.component, self.store_root, lease))
+                    replica = self._replica(stage.component, lease)
                     replica.thread = threading.Thread(
                         target=self._work,
                         args=(stage, replica, errors),
@@ -196,9 +249,9 @@ class ReplicaRunner:
         try:
             for entry in stage.wait_theirs():
                 if replica is None:
-                    lease = self.pool.acquire(need)
+                    lease = self.pool.acquire(need, prefer=lambda: self._prefer(stage.component))
                     assert lease is not None  # give_up never says so
-                    replica = _Replica(lease, replica_of(stage.component, self.store_root, lease))
+                    replica = self._replica(stage.component, lease)
                     loaded = _Loader(stage, replica.worker)
                 assert loaded is not None
                 stage.compute(loaded, [entry])
@@ -218,9 +271,11 @@ class _Loader:
 
     def __call__(self) -> Any:
         if not self.loaded:
-            self.worker.load()
+            # a warm pool server says False: the model was loaded already, by an earlier stage
+            fresh = self.worker.load()
             self.loaded = True
-            self.stage.count_load()
+            if fresh is not False:
+                self.stage.count_load()
         return self
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:

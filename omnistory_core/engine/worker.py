@@ -54,14 +54,97 @@ def encode_value(value: Any) -> Any:
     return value
 
 
-def serve(stdin, stdout) -> int:
-    from omnistory_core.components import calling_examples
-    from omnistory_core.engine.stage import encode_result, exception_failure
-    from omnistory_core.engine.store import Store
-    from omnistory_core.plugins import load_plugins
+class Serving:
+    """What a worker holds between requests: the loaded component and the store.  Shared by the
+    stdio worker (:func:`serve`) and the sweep's warm-pool server
+    (:mod:`omnistory_core.engine.pool`), which keeps one instance loaded across connections."""
 
-    component = None
-    store = None
+    def __init__(self) -> None:
+        self.component: Any = None
+        self.store: Any = None
+        #: the load request the component was loaded with (a pool server compares the next one)
+        self.loaded_with: dict[str, Any] | None = None
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one request (``shutdown`` is the caller's to act on)."""
+        op = request.get("op")
+        if op == "load":
+            return self.load(request)
+        if op == "run":
+            return self.run(request)
+        if op == "unload":
+            if self.component is not None:
+                self.component.unload()
+            return {"ok": True}
+        if op == "shutdown":
+            return {"ok": True}
+        raise ValueError(f"unknown op {op!r}")
+
+    def load(self, request: dict[str, Any]) -> dict[str, Any]:
+        from omnistory_core.engine.store import Store
+        from omnistory_core.plugins import load_plugins
+
+        spec = {k: request.get(k) for k in ("kind", "name", "params", "store")}
+        fresh = self.component is None or self.loaded_with != spec
+        if fresh:
+            if self.component is not None:  # another component: the old one goes first
+                self.component.unload()
+                self.component = None
+            registry = load_plugins()
+            cls = registry.component(request["kind"], request["name"])
+            component = cls(**request.get("params", {}))
+            store = Store(request["store"])
+            bind = getattr(component, "bind_store", None)
+            if callable(bind):
+                bind(store.root)
+            component.load()
+            self.component, self.store, self.loaded_with = component, store, spec
+        return {
+            "ok": True,
+            "version": type(self.component).version,
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "fresh": fresh,
+        }
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        from omnistory_core.components import calling_examples
+        from omnistory_core.engine.stage import encode_result, exception_failure
+
+        component, store = self.component, self.store
+        if component is None or store is None:
+            raise RuntimeError("run before load")
+        items = [{k: decode_value(v) for k, v in it.items()} for it in request["items"]]
+        # the engine's example ids, so the component logs them as it would there
+        examples = [str(e) for e in request.get("examples") or []]
+        try:
+            with calling_examples(examples if len(examples) == len(items) else ()):
+                outputs = component.run_batch(items)
+        except Exception as exc:  # the whole batch failed: report per item
+            outputs = [exc] * len(items)
+        results = []
+        for out in outputs:
+            try:
+                status, output, failure, usage = encode_result(
+                    component.kind,
+                    out,
+                    store,
+                    getattr(component, "produces", None),
+                    type(component),
+                )
+            except Exception as exc:
+                status, output, failure, usage = (
+                    "failure",
+                    {},
+                    exception_failure(exc, type(component)).to_dict(),
+                    {},
+                )
+            results.append({"status": status, "output": output, "failure": failure, "usage": usage})
+        return {"ok": True, "results": results}
+
+
+def serve(stdin, stdout) -> int:
+    state = Serving()
 
     def reply(obj: dict[str, Any]) -> None:
         stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -72,65 +155,9 @@ def serve(stdin, stdout) -> int:
             continue
         try:
             request = json.loads(line)
-            op = request.get("op")
-            if op == "load":
-                registry = load_plugins()
-                cls = registry.component(request["kind"], request["name"])
-                component = cls(**request.get("params", {}))
-                store = Store(request["store"])
-                bind = getattr(component, "bind_store", None)
-                if callable(bind):
-                    bind(store.root)
-                component.load()
-                reply(
-                    {
-                        "ok": True,
-                        "version": cls.version,
-                        "pid": os.getpid(),
-                        "python": sys.executable,
-                    }
-                )
-            elif op == "run":
-                if component is None or store is None:
-                    raise RuntimeError("run before load")
-                items = [{k: decode_value(v) for k, v in it.items()} for it in request["items"]]
-                # the engine's example ids, so the component logs them as it would there
-                examples = [str(e) for e in request.get("examples") or []]
-                try:
-                    with calling_examples(examples if len(examples) == len(items) else ()):
-                        outputs = component.run_batch(items)
-                except Exception as exc:  # the whole batch failed: report per item
-                    outputs = [exc] * len(items)
-                results = []
-                for out in outputs:
-                    try:
-                        status, output, failure, usage = encode_result(
-                            component.kind,
-                            out,
-                            store,
-                            getattr(component, "produces", None),
-                            type(component),
-                        )
-                    except Exception as exc:
-                        status, output, failure, usage = (
-                            "failure",
-                            {},
-                            exception_failure(exc, type(component)).to_dict(),
-                            {},
-                        )
-                    results.append(
-                        {"status": status, "output": output, "failure": failure, "usage": usage}
-                    )
-                reply({"ok": True, "results": results})
-            elif op == "unload":
-                if component is not None:
-                    component.unload()
-                reply({"ok": True})
-            elif op == "shutdown":
-                reply({"ok": True})
+            reply(state.handle(request))
+            if request.get("op") == "shutdown":
                 return 0
-            else:
-                raise ValueError(f"unknown op {op!r}")
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"})

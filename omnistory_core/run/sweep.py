@@ -73,6 +73,7 @@ class SweepCallback(Callback):  # type: ignore[misc]
 
             clear_job_plans(Path(config.hydra.sweep.dir))
             return
+        start_warm_pool(config)
         self.view = start_progress_view(config)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -102,6 +103,9 @@ class SweepCallback(Callback):  # type: ignore[misc]
             return
         self._stop_view()
         stats = sum_stats(job_dirs(sweep_dir))
+        loads = stop_warm_pool()  # the devices' memory back before the evaluation
+        if loads is not None:
+            stats["loads_by_device"] = loads
         failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
         stats["failed_jobs"] = failed
         atomic_write_bytes(
@@ -115,6 +119,51 @@ class SweepCallback(Callback):  # type: ignore[misc]
             raise SystemExit(1)
         if status:
             raise SystemExit(status)
+
+
+def start_warm_pool(config: DictConfig) -> Path | None:
+    """``engine.warm_pool``: the sweep's pool of loaded models (:mod:`omnistory_core.engine.pool`)
+    in ``<sweep>/.pool``, told to the jobs through the environment they inherit; None when
+    ``engine.devices`` names no device (everything runs in the jobs' processes then)."""
+    import os
+
+    from omnistory_core.engine.devices import DeviceError, resolve_devices
+    from omnistory_core.engine.pool import POOL_ENV, open_pool
+
+    os.environ.pop(POOL_ENV, None)
+    if not bool(config.engine.get("warm_pool", True)):
+        return None
+    try:
+        if not resolve_devices(config.engine.get("devices")):
+            return None
+    except DeviceError:
+        return None  # every job says why
+    budget = config.engine.get("device_memory_gb")
+    idle = config.engine.get("pool_idle_s")
+    pool = open_pool(
+        Path(config.hydra.sweep.dir) / ".pool",
+        budget_gb=float(budget) if budget is not None else None,
+        idle_s=float(idle) if idle is not None else 600.0,
+    )
+    os.environ[POOL_ENV] = str(pool)
+    return pool
+
+
+def stop_warm_pool() -> dict[str, dict[str, int]] | None:
+    """Shut the sweep's warm pool down; its model loads per component and device (None: no
+    pool)."""
+    import os
+
+    from omnistory_core.engine.pool import POOL_ENV, SETTINGS, loads_by_device, shutdown_pool
+
+    value = os.environ.pop(POOL_ENV, None)
+    if not value:
+        return None
+    pool = Path(value)
+    shutdown_pool(pool)
+    loads = loads_by_device(pool)
+    (pool / SETTINGS).unlink(missing_ok=True)  # a server still there sees it and exits
+    return loads
 
 
 def force_sweeper_params(config: DictConfig) -> None:

@@ -11,7 +11,9 @@ parameters.  What the stand-ins return is derived from a hash of their inputs:
 * a planner: a valid plan; a backbone: narration, a small image, a short tone and a full plan;
 * an image expert: an 8x8 image; a TTS expert: a 0.1 s tone.
 
-``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time);
+``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time),
+``OMNISTORY_STANDIN_LOAD_S`` every load of a GPU component's stand-in (a stand-in for a model
+load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load);
 ``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
 inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
 no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
@@ -215,11 +217,41 @@ def _params_ok(self, **params: Any) -> None:
     Component.__init__(self, **params)
 
 
+def _load(self) -> None:
+    """A model load: ``OMNISTORY_STANDIN_LOAD_S`` seconds for a stand-in of a GPU component
+    (a hosted API loads nothing), one line in ``OMNISTORY_STANDIN_LOAD_LOG`` (component, pid,
+    ``CUDA_VISIBLE_DEVICES``), so a test can count loads per component and device."""
+    from omnistory_core.engine.devices import gpus_needed
+
+    if gpus_needed(self) == 0:
+        return
+    delay = float(os.environ.get("OMNISTORY_STANDIN_LOAD_S") or 0)
+    if delay > 0:
+        time.sleep(delay)
+    path = os.environ.get("OMNISTORY_STANDIN_LOAD_LOG")
+    if not path:
+        return
+    line = json.dumps(
+        {
+            "component": self.key(),
+            "pid": os.getpid(),
+            "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "end": time.time(),
+        }
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
 from omnistory_core.components import Backbone, ImageExpert, Planner, TTSExpert  # noqa: E402
 
 
 class _Planner(Planner):
     __init__ = _params_ok
+    load = _load
 
     def run_one(self, item):
         from omnistory_core.components import PlannerResponse
@@ -232,6 +264,7 @@ class _Planner(Planner):
 
 class _Backbone(Backbone):
     __init__ = _params_ok
+    load = _load
 
     def run_one(self, item):
         from omnistory_core.components import BackboneOutput
@@ -250,6 +283,7 @@ class _Backbone(Backbone):
 
 class _Image(ImageExpert):
     __init__ = _params_ok
+    load = _load
 
     def run_one(self, item):
         _sleep()
@@ -260,6 +294,7 @@ class _Image(ImageExpert):
 
 class _TTS(TTSExpert):
     __init__ = _params_ok
+    load = _load
 
     def run_one(self, item):
         _sleep()

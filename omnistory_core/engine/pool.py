@@ -1,0 +1,603 @@
+"""The sweep's warm pool: a model loaded at most once per device for the whole sweep.
+
+Without it every GPU stage of every job starts its own replicas (:mod:`.replicas`) and loads its
+own models, so a sweep in which eight jobs share an expert loads it eight times or more.  With it
+(``engine.warm_pool``, on in a ``-m`` sweep whenever ``engine.devices`` names a device), a
+replica is a *pool server*: a worker process (the isolation worker's code,
+:class:`~omnistory_core.engine.worker.Serving`) that outlives the job and the stage that started
+it, keyed by the component (kind, name, version, load parameters, interpreter, environment) and
+the device(s) it runs on.  A job whose stage holds a device's lease and needs a component already
+warm there connects to that server and hands it its chunks; only when none is there does it start
+one (a load).
+
+What stays as before, on purpose:
+
+* **Claiming.**  The job claims its calls through the store's key locks and writes their records
+  itself; a server only computes and encodes (blobs into the content-addressed store).  The store
+  stays the only shared state.
+* **Compute exclusivity.**  A client holds its device's lease (:class:`DevicePool`) while it is
+  connected, so one server computes on a device at a time and every other server on that device is
+  idle then: it may be shut down to make room (``engine.device_memory_gb`` against the servers'
+  declared footprints, :func:`footprint_gb`) without interrupting anyone.
+* **kill -9.**  A killed server drops its connection: the client's chunk runs once more on a
+  server it starts in its place (:class:`~omnistory_core.engine.replicas.ReplicaRunner`).  A
+  killed *job* drops its connection too: a server computing for it exits at once, so no live
+  process finishes calls whose locks died with the job (the restarted job computes them).
+
+The pool lives in a directory of the sweep (``<sweep>/.pool``, the environment variable
+:data:`POOL_ENV` points the jobs to it): ``pool.json`` (owner pid, budget, idle grace), per server
+``<name>.json`` (pid, socket address, component, devices, footprint) and ``<name>.alive`` (a
+``flock`` the server holds while it lives: a registration whose lock is free is stale), and
+``loads.jsonl``, one line per model load (component, devices, pid, seconds), which the sweep sums
+into ``sweep_stats.json``.  A server exits when its sweep's process is gone, after
+``engine.pool_idle_s`` without a client, or when asked to (the end of the sweep, or room for
+another component).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+from omnistory_core.components import Component, ComponentError, current_examples
+from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
+from omnistory_core.engine.stage import Encoded
+from omnistory_core.engine.worker import encode_value
+
+log = logging.getLogger("omnistory")
+
+__all__ = [
+    "POOL_ENV",
+    "PooledComponent",
+    "footprint_gb",
+    "loads_by_device",
+    "open_pool",
+    "pool_settings",
+    "shutdown_pool",
+    "warm_devices",
+]
+
+#: the pool directory of the sweep this process belongs to (set by the sweep for its jobs)
+POOL_ENV = "OMNISTORY_POOL"
+SETTINGS = "pool.json"
+LOADS = "loads.jsonl"
+#: how long a client waits for a server it started to listen (its model load comes after)
+START_TIMEOUT_S = 120.0
+
+
+def footprint_gb(component: Any) -> float:
+    """The GPU memory one loaded replica of ``component`` takes, as it declares it: a
+    ``footprint_gb()`` method or a ``footprint_gb`` attribute; 0 (always fits) when it says
+    nothing."""
+    base = getattr(component, "_component", component)
+    declared = getattr(base, "footprint_gb", 0.0)
+    value = declared() if callable(declared) else declared
+    try:
+        return max(0.0, float(value or 0.0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# -- the pool directory ---------------------------------------------------------------------------
+def open_pool(directory: str | Path, budget_gb: float | None = None, idle_s: float = 600.0) -> Path:
+    """Create the sweep's pool directory (an earlier sweep's servers shut down first) and write
+    its settings; the caller exports it to the jobs through :data:`POOL_ENV`."""
+    pool = Path(directory)
+    if pool.exists():
+        shutdown_pool(pool)
+    pool.mkdir(parents=True, exist_ok=True)
+    (pool / LOADS).unlink(missing_ok=True)
+    settings = {"owner": os.getpid(), "budget_gb": budget_gb, "idle_s": float(idle_s)}
+    (pool / SETTINGS).write_text(json.dumps(settings) + "\n", encoding="utf-8")
+    return pool
+
+
+def pool_settings(pool: Path) -> dict[str, Any]:
+    return dict(json.loads((pool / SETTINGS).read_text("utf-8")))
+
+
+def _servers(pool: Path) -> list[dict[str, Any]]:
+    """The live servers registered in ``pool`` (stale registrations are removed)."""
+    out = []
+    for path in sorted(pool.glob("*.json")):
+        if path.name == SETTINGS:
+            continue
+        try:
+            entry = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue  # being written: its server is not listening yet
+        if _alive(pool, entry["name"]):
+            out.append(entry)
+        else:
+            path.unlink(missing_ok=True)
+    return out
+
+
+def _alive(pool: Path, name: str) -> bool:
+    """Whether the server ``name`` still holds its ``.alive`` lock."""
+    try:
+        handle = open(pool / f"{name}.alive", "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        handle.close()
+    return False
+
+
+def warm_devices(pool: Path, component: Component) -> list[str]:
+    """Devices on which ``component`` is loaded now (preferred by the next lease)."""
+    spec = _spec_hash(component)
+    found = []
+    for entry in _servers(pool):
+        if entry["spec"] == spec:
+            found.extend(entry["devices"])
+    return found
+
+
+def loads_by_device(pool: Path) -> dict[str, dict[str, int]]:
+    """Model loads of the sweep, per component and device set (``loads.jsonl``)."""
+    out: dict[str, dict[str, int]] = {}
+    path = pool / LOADS
+    if not path.exists():
+        return out
+    for line in path.read_text("utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            per = out.setdefault(str(entry["component"]), {})
+            device = ",".join(entry["devices"])
+            per[device] = per.get(device, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def shutdown_pool(pool: str | Path, timeout_s: float = 30.0) -> None:
+    """Ask every server of the pool to exit (the end of the sweep), then make sure they did."""
+    pool = Path(pool)
+    if not pool.exists():
+        return
+    entries = _servers(pool)
+    for entry in entries:
+        _stop(entry)
+    deadline = time.monotonic() + timeout_s
+    for entry in entries:
+        while _alive(pool, entry["name"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pool, entry["name"]):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry["pid"]), signal.SIGKILL)
+
+
+def _stop(entry: dict[str, Any]) -> None:
+    """Ask one (idle) server to exit: a ``shutdown`` over its socket, else SIGTERM."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(5.0)
+            conn.connect(_address(entry["address"]))
+            conn.sendall(b'{"op": "shutdown"}\n')
+            conn.recv(4096)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.kill(int(entry["pid"]), signal.SIGTERM)
+
+
+def _address(name: str) -> str:
+    # Linux's abstract namespace: no path-length limit from deep sweep directories, nothing to
+    # clean up after a kill -9
+    return "\0" + name
+
+
+def _spec_hash(component: Component) -> str:
+    """What makes two replicas interchangeable: the component's identity, version and load
+    parameters, and where it runs (interpreter, extra environment)."""
+    base = getattr(component, "_component", component)
+    python = getattr(component, "python", sys.executable)
+    env = dict(getattr(component, "env", {}) or {})
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    text = json.dumps(
+        [base.kind, base.name, base.version, base.params, python, env],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+# -- the client -----------------------------------------------------------------------------------
+class PooledComponent(IsolatedComponent):
+    """A replica that is a pool server: connects to the warm one of its component on its devices,
+    or starts it.  The caller holds the devices' lease for as long as it is connected."""
+
+    def __init__(
+        self,
+        component: Component,
+        python: str,
+        store_root: str | Path,
+        pool: Path,
+        devices: list[str],
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+    ):
+        super().__init__(component, python, store_root, env=env, timeout_s=timeout_s)
+        self.pool = Path(pool)
+        self.devices = list(devices)
+        self.spec = _spec_hash(self)
+        # unique on the machine (socket names are): the pool directory, the spec, the devices
+        where = hashlib.sha256(str(self.pool.resolve()).encode()).hexdigest()[:10]
+        self.name = f"omnistory-{where}-{self.spec}-{_safe('_'.join(devices))}"[:100]
+        self._conn: socket.socket | None = None
+        self._reader: IO[str] | None = None
+        self._server_pid: int | None = None
+        #: whether the last :meth:`load` loaded the model (False: a warm server took us)
+        self.fresh = False
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._server_pid if self._conn is not None else None
+
+    def load(self) -> bool:  # type: ignore[override]
+        """Connect (starting the server when none is warm); True when that loaded the model."""
+        if self._conn is None:
+            self._start()
+            return self.fresh
+        return False
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        if self._conn is None:
+            self._start()  # the server died: start one in its place
+        payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
+        request: dict[str, Any] = {"op": "run", "items": payload}
+        examples = current_examples()
+        if len(examples) == len(items):  # the server tells its component, as the engine does
+            request["examples"] = list(examples)
+        try:
+            reply = self._request(request)
+        except WorkerDied as exc:
+            return [exc] * len(items)
+        return [
+            Encoded(r["status"], r["output"], r["failure"], r["usage"]) for r in reply["results"]
+        ]
+
+    def unload(self) -> None:
+        """Disconnect; the server stays loaded for the next job (it is the pool's to stop)."""
+        conn, self._conn = self._conn, None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(OSError):
+                reader.close()
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    # -- connecting -----------------------------------------------------------------------------
+    def _registration(self) -> dict[str, Any] | None:
+        path = self.pool / f"{self.name}.json"
+        if not path.exists():
+            return None
+        if not _alive(self.pool, self.name):
+            path.unlink(missing_ok=True)
+            return None
+        try:
+            return dict(json.loads(path.read_text("utf-8")))
+        except (OSError, ValueError):
+            return None
+
+    def _start(self) -> None:
+        self.preflight()
+        entry = self._registration()
+        if entry is None or not self._connect(entry):
+            self._make_room()
+            entry = self._spawn()
+            if not self._connect(entry):
+                raise WorkerDied(f"{self._component.key()}: could not connect to its pool server")
+        reply = self._request(
+            {
+                "op": "load",
+                "kind": self._component.kind,
+                "name": self._component.name,
+                "params": self._component.params,
+                "store": self.store_root,
+            }
+        )
+        if reply.get("version") != self._component.version:
+            self.unload()
+            raise ComponentError(
+                f"{self._component.key()}: the worker environment has version"
+                f" {reply.get('version')!r}, this environment {self._component.version!r};"
+                " reinstall the plugin in both"
+            )
+        self.fresh = bool(reply.get("fresh", True))
+
+    def _connect(self, entry: dict[str, Any]) -> bool:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(_address(entry["address"]))
+        except OSError:
+            conn.close()
+            return False
+        self._conn = conn
+        self._reader = conn.makefile("r", encoding="utf-8")
+        self._server_pid = int(entry["pid"])
+        return True
+
+    def _make_room(self) -> None:
+        """Within the device memory budget: shut down servers of other components on these
+        devices (idle: their devices' lease is ours) until this one fits."""
+        budget = pool_settings(self.pool).get("budget_gb")
+        if budget is None:
+            return
+        mine = footprint_gb(self)
+        others = [e for e in _servers(self.pool) if set(e["devices"]) & set(self.devices)]
+        for device in self.devices:
+            resident = sum(float(e["footprint_gb"]) for e in others if device in e["devices"])
+            for entry in sorted(others, key=lambda e: -float(e["footprint_gb"])):
+                if resident + mine <= float(budget):
+                    break
+                if device in entry["devices"]:
+                    log.info(
+                        "%s: shutting down %s on device(s) %s to make room",
+                        self._component.key(),
+                        entry["component"],
+                        ",".join(entry["devices"]),
+                    )
+                    _stop(entry)
+                    deadline = time.monotonic() + 30.0
+                    while _alive(self.pool, entry["name"]) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    resident -= float(entry["footprint_gb"])
+                    others.remove(entry)
+
+    def _spawn(self) -> dict[str, Any]:
+        settings = pool_settings(self.pool)
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        env.pop("OMNISTORY_WORKER_PARENT", None)  # it outlives this process on purpose
+        args = [
+            self.python,
+            "-m",
+            "omnistory_core.engine.pool",
+            "--pool",
+            str(self.pool),
+            "--name",
+            self.name,
+            "--spec",
+            self.spec,
+            "--component",
+            self._component.key(),
+            "--devices",
+            ",".join(self.devices),
+            "--footprint",
+            str(footprint_gb(self)),
+            "--owner",
+            str(settings["owner"]),
+            "--idle",
+            str(settings["idle_s"]),
+        ]
+        with open(self.pool / f"{self.name}.log", "ab") as logfile:
+            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile, env=env
+            )
+        self.starts += 1
+        path = self.pool / f"{self.name}.json"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if path.exists():
+                with contextlib.suppress(OSError, ValueError):
+                    return dict(json.loads(path.read_text("utf-8")))
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        tail = (self.pool / f"{self.name}.log").read_text("utf-8", "replace")[-600:]
+        raise WorkerDied(
+            f"{self._component.key()}: its pool server did not start (exit code"
+            f" {proc.poll()}); log: {tail}"
+        )
+
+    # -- the protocol ---------------------------------------------------------------------------
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        conn, reader = self._conn, self._reader
+        if conn is None or reader is None:
+            raise WorkerDied("pool server is not connected")
+        try:
+            conn.sendall((json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise self._died(f"could not write to its pool server: {exc}") from None
+        timer = None
+        if self.timeout_s and self._server_pid:
+            pid = self._server_pid
+            timer = threading.Timer(float(self.timeout_s), lambda: _kill(pid))
+            timer.start()
+        try:
+            line = reader.readline()
+        except OSError:
+            line = ""
+        finally:
+            if timer:
+                timer.cancel()
+        if not line:
+            raise self._died("pool server exited")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ComponentError(f"worker error: {reply.get('error')}")
+        return dict(reply)
+
+    def _died(self, what: str) -> WorkerDied:
+        pid = self._server_pid
+        self.unload()
+        log_path = self.pool / f"{self.name}.log"
+        tail = ""
+        with contextlib.suppress(OSError):
+            tail = " | ".join(log_path.read_text("utf-8", "replace").splitlines()[-5:])
+        return WorkerDied(f"{self._component.key()} {what} (pid {pid}); log: {tail}")
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+# -- the server -----------------------------------------------------------------------------------
+def _watch_owner(owner: int, pool: Path) -> None:
+    """Exit when the sweep's process is gone (or its pool directory): a server never outlives
+    its sweep."""
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+        if not (pool / SETTINGS).exists():
+            os._exit(0)
+
+
+def _watch_client(conn: socket.socket, running: threading.Event) -> None:
+    """While a chunk computes: a client that hangs up (its job was killed, and with it the key
+    locks of the chunk) makes this server exit at once, so no live process finishes calls that
+    the restarted job will claim again."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    while running.is_set():
+        if poller.poll(100):
+            os._exit(3)
+
+
+def serve_pool(args: argparse.Namespace) -> int:
+    from omnistory_core.engine.worker import Serving
+
+    pool = Path(args.pool)
+    alive = open(pool / f"{args.name}.alive", "a+b")  # noqa: SIM115 - held for life
+    fcntl.flock(alive, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    threading.Thread(target=_watch_owner, args=(int(args.owner), pool), daemon=True).start()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(_address(args.name))
+    listener.listen(8)
+    devices = [d for d in args.devices.split(",") if d]
+    entry = {
+        "name": args.name,
+        "address": args.name,
+        "pid": os.getpid(),
+        "spec": args.spec,
+        "component": args.component,
+        "devices": devices,
+        "footprint_gb": float(args.footprint),
+    }
+    registration = pool / f"{args.name}.json"
+    tmp = registration.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+    os.replace(tmp, registration)  # complete, or not there: clients read it whole
+    state = Serving()
+    listener.settimeout(float(args.idle))
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                return 0  # idle past its grace: the devices' memory back
+            conn.settimeout(None)
+            if _session(conn, state, pool, entry):
+                return 0
+    finally:
+        registration.unlink(missing_ok=True)
+        with contextlib.suppress(Exception):
+            if state.component is not None:
+                state.component.unload()
+
+
+def _session(conn: socket.socket, state: Any, pool: Path, entry: dict[str, Any]) -> bool:
+    """One client's requests, until it disconnects; True when it asked the server to exit."""
+    reader = conn.makefile("r", encoding="utf-8")
+    running = threading.Event()
+    watcher: threading.Thread | None = None
+    try:
+        for line in reader:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                op = request.get("op")
+                if op == "shutdown":
+                    conn.sendall(b'{"ok": true}\n')
+                    return True
+                if op == "unload":  # the pool keeps it loaded; the client only disconnects
+                    reply: dict[str, Any] = {"ok": True}
+                elif op == "run":
+                    running.set()
+                    watcher = threading.Thread(
+                        target=_watch_client, args=(conn, running), daemon=True
+                    )
+                    watcher.start()
+                    try:
+                        reply = state.handle(request)
+                    finally:
+                        running.clear()
+                        watcher.join()
+                else:
+                    t0 = time.perf_counter()
+                    reply = state.handle(request)
+                    if op == "load" and reply.get("fresh"):
+                        _note_load(pool, entry, time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 - the client gets it as an error reply
+                traceback.print_exc(file=sys.stderr)
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            try:
+                conn.sendall((json.dumps(reply, ensure_ascii=False) + "\n").encode("utf-8"))
+            except OSError:
+                return False
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            reader.close()
+            conn.close()
+
+
+def _note_load(pool: Path, entry: dict[str, Any], seconds: float) -> None:
+    line = json.dumps(
+        {
+            "component": entry["component"],
+            "devices": entry["devices"],
+            "pid": os.getpid(),
+            "seconds": round(seconds, 3),
+            "time": time.time(),
+        }
+    )
+    # one short write to an O_APPEND file: lines of concurrent servers never mix
+    fd = os.open(pool / LOADS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="a warm-pool server of one component")
+    for flag in ("pool", "name", "spec", "component", "devices", "footprint", "owner", "idle"):
+        parser.add_argument(f"--{flag}", required=True)
+    args = parser.parse_args(argv)
+    # stdout carries nothing here, but a library printing to it must not break anything
+    sys.stdout = sys.stderr
+    return serve_pool(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
