@@ -90,10 +90,42 @@ class OmnistoryLauncher(Launcher):
         except DeviceError:
             devices = []  # every job says why in its job_error.json
         n = parallel_jobs(self.jobs, devices)
+        job_overrides = self._distinct_system_ids(job_overrides)
         self._plan_progress(job_overrides, initial_job_idx)
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
+
+    def _distinct_system_ids(self, job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Jobs of one system that differ only in a parameter (``-m tts.volume=50,300``) would
+        share its directory and overwrite each other: each such job is named after its system
+        and the overrides that tell it apart (``noop-copy-noop-tts.volume=50``).  Sweeps whose
+        jobs have distinct ids keep their overrides as they are."""
+        jobs = [list(o) for o in job_overrides]
+        if len(jobs) < 2 or any(
+            o.split("=", 1)[0].lstrip("+~") == "system_id" for j in jobs for o in j
+        ):
+            return jobs
+        varying = {
+            o.split("=", 1)[0] for j in jobs for o in j if not all(o in other for other in jobs)
+        }
+        if not any("." in key for key in varying):  # only group choices vary: ids differ
+            return jobs
+        assert self.config is not None and self.hydra_context is not None
+        ids: list[str | None] = []
+        for overrides in jobs:
+            try:
+                config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+                ids.append(str(config.get("system_id")))
+            except Exception:  # noqa: BLE001 - the job reports its own config error when it runs
+                ids.append(None)
+        return [
+            # quoted: the id holds the override's "=", which Hydra's grammar refuses bare
+            overrides + [f"system_id='{_variant_id(ids[n], overrides, jobs, ids)}'"]
+            if ids[n] is not None and ids.count(ids[n]) > 1
+            else overrides
+            for n, overrides in enumerate(jobs)
+        ]
 
     def _plan_progress(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
         """Give the sweep's progress view every job's calls before any job starts, so its "to
@@ -346,3 +378,15 @@ def _main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
+
+
+def _variant_id(
+    system_id: str, overrides: list[str], jobs: list[list[str]], ids: list[str | None]
+) -> str:
+    """``system_id`` plus the overrides of this job that the other jobs of the same id do not
+    all share, in command-line order (``/`` and spaces made safe for a directory name)."""
+    siblings = [j for j, i in zip(jobs, ids, strict=True) if i == system_id]
+    telling = [o for o in overrides if not all(o in j for j in siblings)]
+    safe = str.maketrans({"/": "_", " ": "_", "'": "", '"': ""})
+    suffix = "-".join(o.lstrip("+~").translate(safe) for o in telling)
+    return f"{system_id}-{suffix}" if suffix else system_id
