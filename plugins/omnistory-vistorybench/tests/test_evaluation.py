@@ -365,6 +365,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "--metrics",
         "csd",
     )
+    # a job whose dataset changed since it ran (same folder, another story.json)
+    copy = tmp_path / "dataset"
+    shutil.copytree(FIXTURE / "ViStory", copy / "ViStory")
+    run(tmp_path, "system=copy_paste", "dataset=vistory", f"dataset.root={copy}", *QUIET)
+    story = copy / "ViStory" / "02" / "story.json"
+    story.write_bytes(story.read_bytes().replace(b"Fable", b"Parable", 1))
+    job = tmp_path / "outputs" / "runs" / "vistory" / "copy_paste"
+    cases["is not the one this job ran on"] = ("evaluate", str(job), "--metrics", "csd")
     for expected, args in cases.items():
         done = run(tmp_path, *args, status=2)
         errors = [line for line in done.stderr.splitlines() if "error" in line]

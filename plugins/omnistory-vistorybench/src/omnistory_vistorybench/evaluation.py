@@ -165,7 +165,7 @@ def task_evaluation(
     config = dict(config or {})
     options = dict(config.get("dataset") or {})
     latest = bool(config.get("latest", False))
-    found: list[tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]] = []
+    found: list[_Source] = []
     for job in job_dirs:
         found.append(_job_run(Path(getattr(job, "path", job)), options, latest))
     outputs = config.get("outputs")
@@ -173,19 +173,26 @@ def task_evaluation(
         found.extend(_tree_runs(Path(str(outputs)), options, latest))
     if not found:
         raise EvaluationError("no ViStoryBench run to evaluate")
-    names = [f[0] for f in found]
+    names = [f.system for f in found]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise EvaluationError(f"several runs claim the system ids {dupes}")
     media = MediaHasher()
     datasets: dict[str, _Dataset] = {}
     result = TaskEvaluation(systems=[], units={scope: [] for scope in CANDIDATE_INPUTS})
-    for system, path, run, spec, store in found:
-        data = _dataset(datasets, {**spec, "language": run.key.language})
+    for source in found:
+        data = _dataset(datasets, source)
         result.systems.append(
-            EvaluatedSystem(system, path, run.key, data.spec, data.fingerprint, store)
+            EvaluatedSystem(
+                source.system,
+                source.path,
+                source.run.key,
+                data.spec,
+                data.fingerprint,
+                source.store,
+            )
         )
-        for scope, units in run_units(system, run, data, media).items():
+        for scope, units in run_units(source.system, source.run, data, media).items():
             result.units[scope].extend(units)
     return result
 
@@ -193,10 +200,23 @@ def task_evaluation(
 # -- runs ---------------------------------------------------------------------------------------
 
 
-def _job_run(
-    job: Path, options: Mapping[str, Any], latest: bool
-) -> tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]:
-    """One job directory's run: (system id, path, run, dataset spec, store)."""
+@dataclass(frozen=True)
+class _Source:
+    """One run found: its system id, folder, outputs, dataset options (the run's language
+    added when loaded), the fingerprint its job recorded (None: not checked), where it was
+    found (for messages) and the store its job used."""
+
+    system: str
+    path: Path
+    run: layout.OutputRun
+    spec: dict[str, Any]
+    fingerprint: str | None = None
+    where: str = ""
+    store: str | None = None
+
+
+def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:
+    """One job directory's run, from its manifest and its ``outputs/`` tree."""
     import json
 
     manifest_path = job / "manifest.json"
@@ -225,15 +245,19 @@ def _job_run(
         # which the fingerprint check below holds to the one the job ran on
         spec["root"] = None
     spec.update(options)
-    fingerprint = dataset.get("fingerprint")
-    spec["__fingerprint__"] = None if options.get("root") else fingerprint
-    spec["__where__"] = str(manifest_path)
-    return str(manifest.get("system_id") or job.name), job, run, spec, manifest.get("store")
+    return _Source(
+        system=str(manifest.get("system_id") or job.name),
+        path=job,
+        run=run,
+        spec=spec,
+        # another copy named on the command line is the user's choice: not checked
+        fingerprint=None if options.get("root") else dataset.get("fingerprint"),
+        where=str(manifest_path),
+        store=manifest.get("store"),
+    )
 
 
-def _tree_runs(
-    outputs: Path, options: Mapping[str, Any], latest: bool
-) -> list[tuple[str, Path, layout.OutputRun, dict[str, Any], str | None]]:
+def _tree_runs(outputs: Path, options: Mapping[str, Any], latest: bool) -> list[_Source]:
     """Every run of an external outputs tree, named (see the module docstring)."""
     if not options.get("root") and options.get("name") != vistory_fixture_name():
         raise ConfigError(
@@ -247,7 +271,10 @@ def _tree_runs(
         )
     names = system_names(list(runs))
     spec = {"name": "vistory", **options}
-    return [(names[key], run.path, run, dict(spec), None) for key, run in runs.items()]
+    return [
+        _Source(names[key], run.path, run, dict(spec), where=str(run.path))
+        for key, run in runs.items()
+    ]
 
 
 def vistory_fixture_name() -> str:
@@ -282,16 +309,14 @@ class _Dataset:
     fingerprint: str
 
 
-def _dataset(cache: dict[str, _Dataset], spec: Mapping[str, Any]) -> _Dataset:
-    """The dataset of one run (loaded once per distinct spec), checked against the fingerprint
-    its job recorded."""
+def _dataset(cache: dict[str, _Dataset], source: _Source) -> _Dataset:
+    """The dataset of one run in its language (loaded once per distinct spec), checked against
+    the fingerprint its job recorded."""
     import json
 
     from omnistory_vistorybench.generate import load_dataset
 
-    where = spec.get("__where__")
-    expected = spec.get("__fingerprint__")
-    clean = {k: v for k, v in spec.items() if not k.startswith("__")}
+    clean = {**source.spec, "language": source.run.key.language}
     cache_key = json.dumps(clean, sort_keys=True, default=str)
     if cache_key not in cache:
         loaded = load_dataset(clean)
@@ -306,10 +331,11 @@ def _dataset(cache: dict[str, _Dataset], spec: Mapping[str, Any]) -> _Dataset:
             loaded.fingerprint,
         )
     data = cache[cache_key]
+    expected = source.fingerprint
     if expected and expected != data.fingerprint:
         raise EvaluationError(
-            f"{where}: the dataset at {data.spec['root']} is not the one this job ran on"
-            f" (fingerprint {data.fingerprint[:12]} != {str(expected)[:12]}); pass"
+            f"{source.where}: the dataset at {data.spec['root']} is not the one this job ran on"
+            f" (fingerprint {data.fingerprint[:12]} != {expected[:12]}); pass"
             " dataset.root=DIR to score against another copy"
         )
     return data
