@@ -1,11 +1,12 @@
 """The plugin hooks of omnistory-vistorybench (entry point ``vistorybench``).
 
-Registers the task, the Copy-Paste Baseline image expert, the five metrics (``cids``, ``csd``,
-``prompt_align``, ``aesthetic``, ``diversity``: the task's ``EVALUATORS``), the ViStory dataset
-loader (under ``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder
-holding ``task/vistorybench``, ``dataset/vistory*``, ``system/copy_paste`` and
-``metric/<name>``.  Each hook imports only
-what it registers; nothing heavy.
+Registers the task, the image experts (``copy_paste``, the Copy-Paste Baseline; ``first_ref`` and
+``sequential``, wrappers of an edit model), the five metrics (``cids``, ``csd``, ``prompt_align``,
+``aesthetic``, ``diversity``: the task's ``EVALUATORS``), the ViStory dataset loader (under
+``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
+``task/vistorybench``, ``dataset/vistory*``, ``image/*``, ``system/*`` (``copy_paste``,
+``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``) and ``metric/<name>``.  Each hook
+imports only what it registers; nothing heavy.
 """
 
 from __future__ import annotations

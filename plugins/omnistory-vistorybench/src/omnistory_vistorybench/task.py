@@ -8,8 +8,8 @@ generate`, which writes the official method-output layout.  The inputs a generat
 
 ==================  ===========================================================================
 ``image_prompt``    what the image model draws: the official merged prompt
-                    (``dataset.story_prompt_merge``); a planner's rewrite once planners are
-                    supported
+                    (``dataset.story_prompt_merge``), or the planner's rewrite when the
+                    system has a planner (:mod:`omnistory_vistorybench.planning`)
 ``shot_prompt``     the official merged prompt, always (what the benchmark gives a method)
 ``current_image``   :class:`~omnistory_core.components.Media` of the first reference image of the
                     first onstage character that has one (the single image slot of a
@@ -127,7 +127,11 @@ VISTORYBENCH = Task(
     reference_inputs=(),
     outputs=(OutputSlot("image", "image"),),
     layout=LAYOUT,
-    systems=("image expert per shot",),
+    systems=(
+        "image expert per shot",
+        "planner -> image expert per shot",
+        "story-level image expert (one call per story, each shot conditioned on the previous)",
+    ),
     tracks=tuple(Track(name, criteria) for name, criteria in TRACKS.items()),
     evaluators=EVALUATORS,
     aggregation=Aggregation(
