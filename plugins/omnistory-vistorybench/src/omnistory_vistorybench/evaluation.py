@@ -11,8 +11,17 @@ item      the shot id          ``candidate_image`` (the shot's image), ``shot`` 
 group     the story id         ``candidate_shots`` (``{index: Media | None}`` over the story's
           (``"01"``)           shots), ``story_images`` (every shot image of the story folder),
                                ``characters`` (``{key: {name, tag, refs}}``), ``shots``
-run       ``""``               ``candidate_images`` (every shot image of the run)
+run       ``""``, ``"lite"``   ``candidate_images`` (``""``: every shot image of the run;
+                               ``"lite"``: those of its lite stories only)
 ========  ===================  ===========================================================
+
+A run unit's ``example_id`` names the split its images cover: ``""`` is the whole run (every
+story of its output folder, as the official ``bench_run.py`` scores it) and ``"lite"`` its lite
+stories (:data:`omnistory_vistorybench.dataset.LITE_STORY_IDS`).  A *full run* (its dataset's
+stories include lite stories and others) gets both, because the official recomputes the
+Inception Score over the lite images for ``bench_results_lite.csv``
+(``utils/add_inception_score_to_result_csv.py``) and the report ranks a full run on its lite
+stories with that value; a run whose stories are all lite (or all other) has the one unit ``""``.
 
 An input is *missing* when the run has no output for it: a shot without an image
 (``candidate_image``), a story without any image of its shots (``candidate_shots``) or in its
@@ -55,6 +64,8 @@ CANDIDATE_INPUTS: dict[str, tuple[str, ...]] = {
     "group": ("candidate_shots", "story_images"),
     "run": ("candidate_images",),
 }
+#: the ``example_id`` of a full run's unit over its lite stories' images (``""``: the whole run)
+LITE_RUN_UNIT = "lite"
 #: the shot text fields given to the metrics (the official loader's names)
 TEXT_FIELDS: tuple[str, ...] = ("plot", "scene", "camera", "script")
 
@@ -422,14 +433,32 @@ def run_units(
             lacking.add("story_images")
         groups.append(Unit(system, story.id, group_pool, frozenset(lacking)))
     # officially every story of the output folder, whatever the split (bench_run.py)
-    images = [media(str(p)) for s in run.stories.values() for p in s.shots.values()]
-    run_unit = Unit(
-        system,
-        "",
-        {"candidate_images": images},
-        frozenset() if images else frozenset({"candidate_images"}),
-    )
-    return {"item": items, "group": groups, "run": [run_unit]}
+    runs = [_images_unit(system, "", list(run.stories), run, media)]
+    if _is_full_run(data.stories):
+        # the official lite CSV's IS is recomputed over the lite stories' images only
+        lite = [sid for sid in run.stories if sid in vistory.LITE_STORY_IDS]
+        runs.append(_images_unit(system, LITE_RUN_UNIT, lite, run, media))
+    return {"item": items, "group": groups, "run": runs}
+
+
+def _is_full_run(stories: Iterable[vistory.Story]) -> bool:
+    """Whether a run's stories mix lite stories and others (it is then ranked on both splits)."""
+    lite = [s.id in vistory.LITE_STORY_IDS for s in stories]
+    return any(lite) and not all(lite)
+
+
+def _images_unit(
+    system: str,
+    example_id: str,
+    story_ids: Iterable[str],
+    run: layout.OutputRun,
+    media: MediaHasher,
+) -> Unit:
+    """A run-scope unit over the shot images of ``story_ids`` (output folder order); it lacks
+    ``candidate_images`` when they have none."""
+    images = [media(str(p)) for sid in story_ids for p in run.stories[sid].shots.values()]
+    missing = frozenset() if images else frozenset({"candidate_images"})
+    return Unit(system, example_id, {"candidate_images": images}, missing)
 
 
 def shot_characters(unit: Unit) -> int:
@@ -447,6 +476,7 @@ __all__ = [
     "CANDIDATE_INPUTS",
     "EvaluatedSystem",
     "EvaluationError",
+    "LITE_RUN_UNIT",
     "TaskEvaluation",
     "Unit",
     "run_units",
