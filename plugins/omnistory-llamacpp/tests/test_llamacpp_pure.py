@@ -15,6 +15,7 @@ from omnistory_llamacpp.backends import grammar_schema, json_closed
 from omnistory_llamacpp.models import KNOWN, AssemblyError, SplitGGUF, assemble
 from omnistory_llamacpp.planner import (
     IMAGE_SENTENCE,
+    SHAPE_HINT,
     TEXT_ONLY_SENTENCE,
     LlamaCppPlanner,
     text_only_prompt,
@@ -31,6 +32,26 @@ def test_the_planner_is_text_only():
     assert IMAGE_SENTENCE not in user and TEXT_ONLY_SENTENCE in user
     assert "illustration is not shown" in system and "its illustration and" not in system
     assert item["current_text"] in user  # the narration stands in for the page
+
+
+def test_the_json_shape_is_added_only_where_no_grammar_holds_the_model(tmp_path):
+    model = str(gguf_file(tmp_path / "m.gguf", b"x"))
+    item = demo_planner_items()[0]
+
+    def hinted(**params) -> bool:
+        return SHAPE_HINT in LlamaCppPlanner(model=model, **params).prompt(item)[1]
+
+    assert hinted(backend="transformers") and not hinted(backend="llama_cpp")
+    assert hinted(backend="llama_cpp", grammar=False)
+    assert hinted(backend="llama_cpp", shape_hint="always")
+    assert not hinted(backend="transformers", shape_hint="never")
+    keys = {
+        LlamaCppPlanner(model=model, backend="llama_cpp", shape_hint=h).output_params()[
+            "prompt_sha256"
+        ]
+        for h in ("auto", "always")
+    }
+    assert len(keys) == 2  # the hint is part of the prompt's digest
 
 
 def test_the_grammar_schema_keeps_the_plan_schema_but_its_patterns():

@@ -50,16 +50,35 @@ INSTALL_HINTS = {
 }
 
 
+#: the plan's JSON shape, appended to the prompt when no grammar holds the model to it: without
+#: it the 0.5B Qwen wrote ``"speech"`` as a plain string on 3 of 3 demo examples (README)
+SHAPE_HINT = (
+    "Write the JSON object in exactly this shape, with your own values in place of the <...>:\n"
+    '{"narration": "<the narration>", "image_prompt": "<the image prompt>", "speech": '
+    '{"utterance": "<the words spoken>", "speaker": "<the name>", "emotion": '
+    '"<angry|happy|neutral|sad>", "speed": "<slow|normal|fast>", "pitch": "<low|normal|high>", '
+    '"gender": "<female|male>"}}'
+)
+SHAPE_HINTS = ("auto", "always", "never")
+
+
 def text_only_prompt(
-    item: dict[str, Any], variant_name: str, target_chars: int | None
+    item: dict[str, Any],
+    variant_name: str,
+    target_chars: int | None,
+    *,
+    shape_hint: bool = False,
 ) -> tuple[str, str]:
-    """(system, user) of the project's prompt, reworded for a model that sees no image."""
+    """(system, user) of the project's prompt, reworded for a model that sees no image, with
+    :data:`SHAPE_HINT` at the end when ``shape_hint``."""
     system = SYSTEM_PROMPT.replace(SYSTEM_IMAGE_CLAUSE, SYSTEM_TEXT_CLAUSE)
     user = render_user_text(item, get_variant(variant_name), target_chars)
     if IMAGE_SENTENCE in user:
         user = user.replace(IMAGE_SENTENCE, TEXT_ONLY_SENTENCE)
     else:  # the kit's wording changed: say it anyway rather than imply an image
         user = f"{TEXT_ONLY_SENTENCE}\n\n{user}"
+    if shape_hint:
+        user = f"{user}\n{SHAPE_HINT}"
     return system, user
 
 
@@ -125,6 +144,14 @@ class LlamaCppPlanner(Planner):
             "llama_cpp: constrain decoding with the Plan schema (the transformers backend has no"
             " grammar and ignores it)",
         ),
+        Param(
+            "shape_hint",
+            str,
+            "auto",
+            "end the prompt with the plan's JSON shape: auto (only without a grammar) | always |"
+            " never",
+            choices=SHAPE_HINTS,
+        ),
         Param("n_ctx", int, 4096, "context window in tokens (prompt ~1000 + answer)", ge=256),
         Param("max_tokens", int, 512, "answer token limit", ge=1),
         Param("temperature", float, 0.0, "0: greedy (deterministic); > 0 samples from seed", ge=0),
@@ -173,9 +200,7 @@ class LlamaCppPlanner(Planner):
         params["gguf"] = (
             gguf_fingerprint(path) if path is not None and path.is_file() else "missing"
         )
-        system, user = text_only_prompt(
-            {}, str(self.params["prompt"]), self.params["narration_target_chars"]
-        )
+        system, user = self.prompt({})
         params["prompt_sha256"] = hashlib.sha256(json.dumps([system, user]).encode()).hexdigest()
         return params
 
@@ -229,10 +254,21 @@ class LlamaCppPlanner(Planner):
             backend.close()
 
     # -- calls -----------------------------------------------------------------------------
+    def uses_shape_hint(self) -> bool:
+        """Whether the prompt ends with the plan's JSON shape: ``shape_hint=always``, or ``auto``
+        when no grammar constrains the answer (the transformers backend, or ``grammar=false``)."""
+        hint = str(self.params["shape_hint"])
+        if hint != "auto":
+            return hint == "always"
+        return not (self.backend_name() == "llama_cpp" and bool(self.params["grammar"]))
+
     def prompt(self, item: dict[str, Any]) -> tuple[str, str]:
         """The (system, user) messages for one example."""
         return text_only_prompt(
-            item, str(self.params["prompt"]), self.params["narration_target_chars"]
+            item,
+            str(self.params["prompt"]),
+            self.params["narration_target_chars"],
+            shape_hint=self.uses_shape_hint(),
         )
 
     def run_one(self, item: dict[str, Any]) -> PlannerResponse | Failure:
@@ -262,6 +298,7 @@ class LlamaCppPlanner(Planner):
 __all__ = [
     "BACKENDS",
     "IMAGE_SENTENCE",
+    "SHAPE_HINT",
     "LlamaCppPlanner",
     "TEXT_ONLY_SENTENCE",
     "gguf_fingerprint",
