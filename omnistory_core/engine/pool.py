@@ -304,21 +304,30 @@ class PooledComponent(IsolatedComponent):
 
     def _start(self) -> None:
         self.preflight()
+        load = {
+            "op": "load",
+            "kind": self._component.kind,
+            "name": self._component.name,
+            "params": self._component.params,
+            "store": self.store_root,
+        }
+        reply = None
         entry = self._registration()
-        if entry is None or not self._connect(entry):
+        if entry is not None and self._connect(entry):
+            try:
+                reply = self._request(load)
+            except WorkerDied:
+                # it was dying (a dead server's socket closes before its .alive lock is free):
+                # wait for it to be gone, then start one in its place
+                deadline = time.monotonic() + 10.0
+                while _alive(self.pool, self.name) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+        if reply is None:
             self._make_room()
             entry = self._spawn()
             if not self._connect(entry):
                 raise WorkerDied(f"{self._component.key()}: could not connect to its pool server")
-        reply = self._request(
-            {
-                "op": "load",
-                "kind": self._component.kind,
-                "name": self._component.name,
-                "params": self._component.params,
-                "store": self.store_root,
-            }
-        )
+            reply = self._request(load)
         if reply.get("version") != self._component.version:
             self.unload()
             raise ComponentError(
@@ -392,16 +401,18 @@ class PooledComponent(IsolatedComponent):
             "--idle",
             str(settings["idle_s"]),
         ]
+        path = self.pool / f"{self.name}.json"
+        path.unlink(missing_ok=True)  # a killed server's (ours to replace: we hold its devices)
         with open(self.pool / f"{self.name}.log", "ab") as logfile:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile, env=env
             )
         self.starts += 1
-        path = self.pool / f"{self.name}.json"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if path.exists():
                 with contextlib.suppress(OSError, ValueError):
+                    # the stale one was removed above: this is the new server's
                     return dict(json.loads(path.read_text("utf-8")))
             if proc.poll() is not None:
                 break
@@ -482,12 +493,17 @@ def _watch_client(conn: socket.socket, running: threading.Event) -> None:
             os._exit(3)
 
 
+#: the ``.alive`` lock of this server: open until the process is gone
+_HELD: list[IO[bytes]] = []
+
+
 def serve_pool(args: argparse.Namespace) -> int:
     from omnistory_core.engine.worker import Serving
 
     pool = Path(args.pool)
     alive = open(pool / f"{args.name}.alive", "a+b")  # noqa: SIM115 - held for life
     fcntl.flock(alive, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _HELD.append(alive)  # released by the kernel at exit, not when this function returns
     threading.Thread(target=_watch_owner, args=(int(args.owner), pool), daemon=True).start()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(_address(args.name))
@@ -596,7 +612,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # stdout carries nothing here, but a library printing to it must not break anything
     sys.stdout = sys.stderr
-    return serve_pool(args)
+    code = serve_pool(args)
+    sys.stderr.flush()
+    # no interpreter teardown (seconds with a model's libraries loaded): the process, and with
+    # it the .alive lock that tells the pool it is gone, ends now
+    os._exit(code)
 
 
 if __name__ == "__main__":
