@@ -6,8 +6,10 @@ absent:
 
 * ``scores``: a ``scores.jsonl`` (the core's scores contract).  Item rows are shots
   (``example_id`` = ``"<story>_<NN>"``), averaged per story as the official evaluators do; group
-  rows are story values (``example_id`` = the story); run rows (``example_id`` = ``""``) are
-  dataset-level values (the Inception Score).  ``criterion`` is the official story-level key
+  rows are story values (``example_id`` = the story); run rows are dataset-level values (the
+  Inception Score) of the split their ``example_id`` names: ``""`` the whole run, ranked on the
+  run's own split, ``"lite"`` its lite stories only (the evaluation scores both for a full run),
+  ranked on the lite split.  ``criterion`` is the official story-level key
   (``cids_self_mean``, ``scene``, ...), ``system`` the job's system id (the official ``<method>``).
 * ``run_dir``: a sweep directory (its job directories) or one job directory: the manifests give
   each system's mode, language, timestamp, split and stories, the records and images the strips.
@@ -34,9 +36,12 @@ Policies (the task's ``aggregation.policies``):
 * ``zero_filled``: a shot or story without a value (``missing_output``, ``invalid``, no row at
   all) counts 0; an ``error`` row (the evaluator could not run) is left out under every policy.
 
-A full-split run is also ranked on the lite split (its lite stories).  Departure: a run-level
-value (the Inception Score) computed over the full run is used for its lite split as well; the
-official recomputes it over the lite images.
+A full-split run is also ranked on the lite split (its lite stories), with the run-level values
+computed over its lite images (its run rows with ``example_id`` ``"lite"``), as the official
+recomputes the Inception Score per subset (``utils/add_inception_score_to_result_csv.py``).
+Each split of a run takes the run row of a metric computed over that split, else the whole
+run's (``""``).  That fallback (scores written before a full run had a ``"lite"`` row) departs
+from the official; the page names each run, metric and split it applies to.
 """
 
 from __future__ import annotations
@@ -285,16 +290,25 @@ def story_of(line: ScoreLine) -> str:
     return line.example_id if line.scope == "group" else ""
 
 
+def split_of(line: ScoreLine) -> str:
+    """The split a run row was computed over: its ``example_id`` (``"lite"``: the run's lite
+    stories; ``""``: the whole run); ``""`` for item and group rows (they belong to every split
+    their story is in)."""
+    return line.example_id if line.scope == "run" else ""
+
+
 def story_values(lines: Sequence[ScoreLine], runs: Mapping[str, JobRun]) -> pd.DataFrame:
     """One row per (system, story, metric): the story's value under the official/valid-only
     reading (``valid``, the mean of its ``ok`` shots) and the zero-filled one (``zero``, every
     shot without a value counting 0), with the status each reading gives the story.  Run rows
     pass through with an empty ``story_id``.  A group row is the story's value; item rows of the
-    same (system, story, metric) are then not averaged (the story value wins)."""
-    items: dict[tuple[str, str, str], list[ScoreLine]] = {}
-    direct: dict[tuple[str, str, str], ScoreLine] = {}
+    same (system, story, metric) are then not averaged (the story value wins).  ``split`` (the last
+    column) is a run row's ``example_id``, the split it was computed over (``""``: the whole run;
+    and on every story row)."""
+    items: dict[tuple[str, str, str, str], list[ScoreLine]] = {}
+    direct: dict[tuple[str, str, str, str], ScoreLine] = {}
     for line in lines:
-        key = (line.system, story_of(line), line.metric)
+        key = (line.system, story_of(line), line.metric, split_of(line))
         if line.scope == "item":
             items.setdefault(key, []).append(line)
         else:
@@ -317,6 +331,7 @@ def story_values(lines: Sequence[ScoreLine], runs: Mapping[str, JobRun]) -> pd.D
             "zero",
             "zero_status",
             "n_shots",
+            "split",
         ],
     )
     keys = [_run_keys(runs.get(m), m) for m in frame["method"]]
@@ -333,7 +348,7 @@ def _run_keys(run: JobRun | None, system: str) -> tuple[str, str, str]:
 
 
 def _story_record(
-    key: tuple[str, str, str],
+    key: tuple[str, str, str, str],
     valid: float | None,
     valid_status: str,
     zero: float | None,
@@ -349,6 +364,7 @@ def _story_record(
         "zero": math.nan if zero is None else zero,
         "zero_status": zero_status,
         "n_shots": n_shots,
+        "split": key[3],
     }
 
 
@@ -386,14 +402,19 @@ def run_splits(run: JobRun | None) -> dict[str, list[str] | None]:
 
 
 def our_run_tables(
-    values: pd.DataFrame, runs: Mapping[str, JobRun]
+    values: pd.DataFrame, runs: Mapping[str, JobRun], notes: list[str] | None = None
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """Per policy, our run table (what :func:`leaderboard.official_leaderboard` ranks); and the
-    long means table (per run, split and metric: the three policies and the counts)."""
+    long means table (per run, split and metric: the three policies and the counts).  Each split
+    of a run reads the run rows computed over it (:func:`split_run_rows`); ``notes`` collects
+    where a split took the whole run's value instead."""
     tables: dict[str, list[pd.DataFrame]] = {p: [] for p in POLICIES}
     means: list[pd.DataFrame] = []
     for method, part in values.groupby("method", sort=False):
-        splits = run_splits(runs.get(str(method)))
+        run = runs.get(str(method))
+        splits = run_splits(run)
+        own = run.split if run is not None else lb.DEFAULT_SPLIT
+        part = split_run_rows(part, splits, own, notes)
         valid = _long(part, "valid")
         zero = _long(part, "zero")
         for policy in POLICIES:
@@ -413,8 +434,37 @@ def our_run_tables(
     return out, long
 
 
+def split_run_rows(
+    values: pd.DataFrame,
+    splits: Iterable[str],
+    own: str,
+    notes: list[str] | None = None,
+) -> pd.DataFrame:
+    """One system's story values with each run row labelled by the split it is ranked on (the
+    long frame's ``split`` column, see :mod:`.leaderboard`): per split and metric the run row
+    computed over that split, else the whole run's (``split`` ``""``), so that a split sees one
+    run row per metric.  Story rows keep ``""`` (every split); run rows of a split the run is
+    not ranked on are dropped.  A split other than ``own`` (the run's own split: the whole run's
+    value is its value) that takes the whole run's value adds a line to ``notes``."""
+    is_run = values["story_id"] == ""
+    whole = values[is_run & (values["split"] == "")]
+    parts = [values[~is_run]]
+    for split in splits:
+        computed = values[is_run & (values["split"] == split)]
+        fallback = whole[~whole["metric"].isin(set(computed["metric"]))]
+        if split != own and len(fallback) and notes is not None:
+            notes.append(
+                f"{values['method'].iloc[0]}: {', '.join(fallback['metric'])} on split {split} is"
+                f" the whole run's value (the scores have no run row {split!r}; evaluate the run"
+                " again to compute it over that split)"
+            )
+        parts.extend([computed.assign(split=split), fallback.assign(split=split)])
+    return pd.concat(parts, ignore_index=True)
+
+
 def _long(values: pd.DataFrame, reading: str) -> pd.DataFrame:
-    frame = values[["method", "mode", "language", "timestamp", "story_id", "metric"]].copy()
+    columns = ["method", "mode", "language", "timestamp", "story_id", "split", "metric"]
+    frame = values[columns].copy()
     frame["value"] = values[reading].to_numpy()
     frame["status"] = values[f"{reading}_status"].to_numpy()
     return frame
@@ -543,9 +593,10 @@ def build_report(
         )
     out.mkdir(parents=True, exist_ok=True)
     ours, means, values = None, pd.DataFrame(), None
+    split_notes: list[str] = []
     if lines:
         values = story_values(lines, runs)
-        ours, means = our_run_tables(values, runs)
+        ours, means = our_run_tables(values, runs, split_notes)
     boards = leaderboards(ours, published, opts["roster"], bool(opts["faithful"]))
     _write_tables(out, boards, ours, published, means, values, lines)
     if opts["html"]:
@@ -562,6 +613,7 @@ def build_report(
             left_out=left_out(published, opts["roster"]),
             thumbnail=int(opts["thumbnail"]),
             run_dir=Path(run_dir) if run_dir is not None else None,
+            split_notes=split_notes,
         )
         (out / "index.html").write_text(render(page), encoding="utf-8")
     return out
@@ -630,6 +682,8 @@ class Page:
     thumbnail: int
     run_dir: Path | None
     notes: list[str] = field(default_factory=list)
+    #: where a split of a run took the whole run's run-level value (:func:`split_run_rows`)
+    split_notes: list[str] = field(default_factory=list)
 
 
 STYLE = """
@@ -702,9 +756,10 @@ def _leaderboard_section(page: Page) -> str:
     if page.scored and any(len(run_splits(run)) > 1 for run in page.runs.values()):
         parts.append(
             '<p class="note">A full run is also ranked on its lite stories; its run-level values'
-            " (the Inception Score) are the full run's there (the official recomputes them over"
-            " the lite images).</p>"
+            " there (the Inception Score) are computed over its lite images, as the official"
+            " recomputes them per split.</p>"
         )
+    parts.extend(f'<p class="note split-fallback">{escape(note)}</p>' for note in page.split_notes)
     for policy, board in page.boards.items():
         parts.append(f"<h3>{escape(_POLICY_TITLES[policy])}</h3>")
         if board.empty:
