@@ -47,6 +47,9 @@ class Sampling:
     top_p: float
     top_k: int
     seed: int
+    #: > 1 penalizes tokens already in the context (greedy small models otherwise loop inside a
+    #: string until max_tokens, which a grammar cannot prevent)
+    repeat_penalty: float = 1.0
 
 
 def grammar_schema() -> dict[str, Any]:
@@ -125,6 +128,7 @@ class LlamaCppBackend:
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             seed=sampling.seed,
+            repeat_penalty=sampling.repeat_penalty,
             grammar=self.grammar,
         )
         choice = response["choices"][0]
@@ -198,7 +202,10 @@ class TransformersBackend:
                 done = json_closed(text)
                 return torch.full((input_ids.shape[0],), done, dtype=torch.bool)
 
-        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens}
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "repetition_penalty": sampling.repeat_penalty,
+        }
         if sampling.temperature > 0:
             kwargs.update(
                 do_sample=True,

@@ -158,6 +158,13 @@ class LlamaCppPlanner(Planner):
         Param("top_p", float, 0.95, "nucleus sampling (temperature > 0 only)", gt=0, le=1),
         Param("top_k", int, 40, "top-k sampling (temperature > 0 only)", ge=0),
         Param(
+            "repeat_penalty",
+            float,
+            1.1,
+            "penalty on tokens already in the context (1: none); stops greedy loops",
+            gt=0,
+        ),
+        Param(
             "threads",
             (int, None),
             None,
@@ -282,6 +289,7 @@ class LlamaCppPlanner(Planner):
             top_p=float(p["top_p"]),
             top_k=int(p["top_k"]),
             seed=int(p["seed"]),
+            repeat_penalty=float(p["repeat_penalty"]),
         )
         reply = self.backend.generate(system, user, sampling)
         grammar = int(self.backend.has_grammar and bool(p["grammar"]))
