@@ -41,7 +41,9 @@ exists), never a 0.  :data:`.math.DEPARTURES` lists where these ports differ fro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from omnistory_core.api import ComponentError, EvalResult, Metric, Param
@@ -89,6 +91,8 @@ ENCODERS: dict[str, EncoderFactory] = {}
 #: the tag whose characters the face encoder embeds; every other tag uses ``object_encoder``
 FACE_TAG = "realistic_human"
 ACTION = "single_character_action"
+#: hosts whose judge server runs on this machine: no key, no bill
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
 #: the judge's max_tokens (the official's), the dry run's output bound per question
 JUDGE_MAX_TOKENS = 512
 CRITERIA = (
@@ -386,6 +390,33 @@ class StoryScorer:
         return EvalResult(scores, detail=detail)
 
 
+def _looks_local(checkpoint: str) -> bool:
+    """Whether a checkpoint names a folder on this machine rather than a hub id ``org/name``."""
+    return checkpoint.startswith(("/", ".", "~")) or Path(checkpoint).exists()
+
+
+def _checkpoint_need(checkpoint: str, param: str) -> dict[str, str]:
+    """A hub id: a ``weights`` need (local cache, then the hub); a local folder that is absent:
+    a ``config`` problem naming the parameter (no hub lookup can find it)."""
+    label = f"metric.{CIDSMetric.name}.{param}"
+    if _looks_local(checkpoint):
+        path = Path(os.path.expanduser(checkpoint))
+        if path.exists():
+            return {"check": "weights", "target": str(path), "remedy": f"correct {label}"}
+        return {
+            "check": "config",
+            "target": label,
+            "detail": f"{path} does not exist",
+            "remedy": f"--set {label}= to an HF checkpoint directory or hub id",
+        }
+    return {
+        "check": "weights",
+        "target": checkpoint,
+        "remedy": f"run `python -m omnistory_core prefetch metric=cids` where the hub is"
+        f" reachable (same HF_HOME), or --set {label}= to a local directory",
+    }
+
+
 def _invalid(reason: str) -> EvalResult:
     return EvalResult(dict.fromkeys(CRITERIA), status="invalid", detail={"error": reason})
 
@@ -528,6 +559,119 @@ class CIDSMetric(Metric):
             pass
         return out
 
+    # -- the pre-flight --------------------------------------------------------------------
+    def preflight_needs(self) -> list[dict[str, str]]:
+        """What ``evaluate`` checks before scoring anything, from the parameters alone (which
+        characters a story holds is unknown here): the detector's and CLIP's checkpoints; the
+        face weights the face encoder's models name (a named file that is absent stops the
+        evaluation; an unset one is a warning, since only ``realistic_human`` characters need
+        it and their stories become ``error`` rows); with ``judge_base_url``, the rubric, the
+        judge's server and, for a remote one, its key."""
+        needs: list[dict[str, str]] = []
+        if str(self.params.get("detector") or "groundingdino") == "groundingdino":
+            from omnistory_vistorybench.metrics.grounding import OFFICIAL_GROUNDING_DINO
+
+            checkpoint = str(self.params.get("detector_checkpoint") or OFFICIAL_GROUNDING_DINO)
+            needs.append(_checkpoint_need(checkpoint, "detector_checkpoint"))
+        if str(self.params.get("object_encoder") or "clip") == "clip":
+            checkpoint = str(self.params.get("clip_model") or OFFICIAL_CLIP)
+            needs.append(_checkpoint_need(checkpoint, "clip_model"))
+        needs.extend(self._face_needs())
+        needs.extend(self._judge_needs())
+        return needs
+
+    def _face_needs(self) -> list[dict[str, str]]:
+        """The weights files of the face models the face encoder runs."""
+        from omnistory_vistorybench.metrics.face import FACE_MODELS, face_model_names
+
+        encoder = str(self.params.get("face_encoder") or "face_mix")
+        if encoder == "arcface":
+            models = ["arcface"]
+        elif encoder == "face_mix":
+            models = face_model_names(self.params.get("face_models", OFFICIAL_FACE_MODELS))
+        else:  # a registered encoder of its own: it says what it lacks when built
+            return []
+        needs: list[dict[str, str]] = []
+        for model in models:
+            if model not in FACE_MODELS:
+                continue  # an unknown name: build_face_mix names the known ones per story
+            param = FACE_MODELS[model][1]
+            value = self.params.get(param)
+            label = f"metric.{self.name}.{param}"
+            if not value:
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"not set: the {model} face model has no weights",
+                        "remedy": f"--set {label}=PATH, or --set metric.{self.name}.face_models="
+                        " listing the face models you have",
+                        "warning": f"stories with {FACE_TAG} characters get 'error' rows",
+                    }
+                )
+                continue
+            path = Path(os.path.expanduser(str(value)))
+            if not path.exists():
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"{path} does not exist",
+                        "remedy": f"--set {label}= to the {model} weights file",
+                    }
+                )
+            if model == "arcface":  # the official glintr100.onnx runs on onnxruntime
+                needs.append(
+                    {
+                        "check": "package",
+                        "target": "onnxruntime",
+                        "remedy": "pip install onnxruntime (or onnxruntime-gpu)",
+                    }
+                )
+        return needs
+
+    def _judge_needs(self) -> list[dict[str, str]]:
+        """With ``judge_base_url``: the single-character rubric, the server, the key."""
+        from urllib.parse import urlparse
+
+        from omnistory_vistorybench.metrics.prompt_align import chat_base_url
+
+        base_url = chat_base_url(self.params.get("judge_base_url"))
+        if not base_url:
+            return []  # single_character_action is not produced: no judge to reach
+        prefix = f"metric.{self.name}"
+        needs: list[dict[str, str]] = []
+        try:
+            read_rubric(self.params.get("rubric_dir"))
+        except ComponentError as exc:
+            needs.append(
+                {
+                    "check": "config",
+                    "target": f"{prefix}.rubric_dir",
+                    "remedy": f"--set {prefix}.rubric_dir=<ViStoryBench checkout>"
+                    f"/vistorybench/bench/prompt_align/user_prompts (or {prefix}.judge_base_url"
+                    "=null to leave single_character_action out)",
+                    "detail": str(exc).removeprefix("skipped: ").split(";")[0],
+                }
+            )
+        needs.append(
+            {
+                "check": "server",
+                "target": base_url,
+                "remedy": f"start the judge's server or correct {prefix}.judge_base_url",
+            }
+        )
+        env = str(self.params.get("judge_api_key_env") or "")
+        if env and urlparse(base_url).hostname not in LOOPBACK:  # a local server needs no key
+            needs.append(
+                {
+                    "check": "key",
+                    "target": env,
+                    "remedy": f"export {env}=<key> ({prefix}.judge_api_key_env)",
+                }
+            )
+        return needs
+
     # -- the dry run's estimates -------------------------------------------------------------
     def pricing(self) -> Any:
         """The judge model's price (``judge_prices``, else the reference table); None without a
@@ -539,7 +683,7 @@ class CIDSMetric(Metric):
         base_url = self.params.get("judge_base_url")
         if not base_url:
             return None
-        if urlparse(str(base_url)).hostname in ("localhost", "127.0.0.1", "::1"):
+        if urlparse(str(base_url)).hostname in LOOPBACK:
             return None
         where = f"metric.{self.name}.judge_prices"
         return price_of(str(self.params["judge_model"]), self.params.get("judge_prices"), where)
