@@ -26,7 +26,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("openai")
 
 sys.path.insert(0, str(Path(__file__).parent / "metrics"))
-from omnistory_vistorybench.metrics.prompt_align import RUBRIC_FILES  # noqa: E402
+from omnistory_vistorybench.metrics.prompt_align import (  # noqa: E402
+    RUBRIC_FILES,
+    SINGLE_CHARACTER_RUBRIC,
+)
 from vsb_metric_images import build_tiny_siglip  # noqa: E402
 
 FIXTURE = fixture_root()
@@ -66,6 +69,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
     rubrics.mkdir()
     for dim, text in RUBRICS.items():
         (rubrics / RUBRIC_FILES[dim]).write_text(text, encoding="utf-8")
+    # CIDS's single-character action rubric: its pre-flight needs it once a judge is set
+    (rubrics / SINGLE_CHARACTER_RUBRIC).write_text("STAND-IN single rubric", encoding="utf-8")
     return {
         "csd": root / "csd_vit-tiny.pth",
         "siglip": siglip,
@@ -267,6 +272,8 @@ def test_the_dry_run_counts_judge_requests_and_prices_them(
         prices,
         "--set",
         "metric.cids.judge_base_url=http://judge.invalid/v1",
+        "--set",
+        f"metric.cids.rubric_dir={models['rubrics']}",
     )
     text = one_line(done.stdout)
     runs = read_outputs(FIXTURE / "outputs")
