@@ -4,12 +4,24 @@ A task whose records or outputs are not the story-continuation contract (ViStory
 one image each) writes its job from these: build the components a config names, hash the dataset's
 files once, run each stage through the content-addressed store (locks, replicas, isolation,
 retries of failures as configured), report progress, and write the manifest.  This module is
-their public surface (its ``__all__``); the engine modules behind it are internal.
+their public surface (its ``__all__``); the engine modules behind it are internal.  A task's dry
+run (``engine.dry_run=true``) plans its stages with the same pieces: the calls of a stage
+(``call_units``), whether a stored record is reused (``needs_recompute``, ``declaration_of``),
+the read-only store, and the plan files and table of :mod:`omnistory_core.engine.dryrun`.
 """
 
 from __future__ import annotations
 
 from omnistory_core.engine.devices import DeviceError
+from omnistory_core.engine.dryrun import (
+    JOB_FILE,
+    PLAN_FILE,
+    PlanSettings,
+    ReadOnlyStore,
+    merge_plans,
+    render_plan,
+    write_plan,
+)
 from omnistory_core.engine.failures import (
     ComponentUnavailable,
     check_missing,
@@ -27,7 +39,10 @@ from omnistory_core.engine.stage import (
     ComponentStats,
     LazyComponent,
     StageItem,
+    call_units,
+    declaration_of,
     item_key,
+    needs_recompute,
     run_stage,
 )
 from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
@@ -49,15 +64,21 @@ __all__ = [
     "ComponentStats",
     "ComponentUnavailable",
     "DeviceError",
+    "JOB_FILE",
     "LazyComponent",
     "MediaHasher",
+    "PLAN_FILE",
+    "PlanSettings",
+    "ReadOnlyStore",
     "StageItem",
     "Store",
     "atomic_write_bytes",
     "build_component",
+    "call_units",
     "check_missing",
     "chosen",
     "component_manifest",
+    "declaration_of",
     "describe_param",
     "environment_manifest",
     "explicit",
@@ -66,13 +87,17 @@ __all__ = [
     "item_key",
     "load_plugins",
     "maybe_isolate",
+    "merge_plans",
     "named_on_command_line",
+    "needs_recompute",
     "preflight",
     "progress_bars",
     "redact",
+    "render_plan",
     "retry_mode",
     "run_stage",
     "stage_devices",
     "unavailable_message",
     "write_manifest",
+    "write_plan",
 ]
