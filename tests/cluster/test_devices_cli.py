@@ -148,7 +148,17 @@ def test_a_killed_replica_and_a_killed_job_lose_and_duplicate_nothing(
     tmp_path: Path, reference: dict[str, str]
 ) -> None:
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "omnistory_core", *GRID, *COMMON, "engine.devices=[0,1,2]"],
+        # the replicas each job's stage starts (the sweep's warm pool, whose servers outlive
+        # jobs, has its own kill -9 tests: tests/engine/test_pool.py)
+        [
+            sys.executable,
+            "-m",
+            "omnistory_core",
+            *GRID,
+            *COMMON,
+            "engine.devices=[0,1,2]",
+            "engine.warm_pool=false",
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **_env(tmp_path, 0.5)},
         stdout=subprocess.PIPE,
