@@ -178,12 +178,13 @@ def test_a_job_is_scored_per_shot_story_and_run_and_a_rerun_makes_no_call(
             (story, c) for story in FULL for c in criteria
         }
         assert all(r["scope"] == "group" and r["status"] == "ok" for r in rows), rows
-    # run scope: one Inception Score for the system
-    (diversity,) = rows_of(first, "diversity")
-    assert (diversity["scope"], diversity["example_id"], diversity["status"]) == ("run", "", "ok")
-    assert diversity["score"] >= 1.0  # exp(KL) of 9 images: at least 1
+    # run scope: one Inception Score for the system, one over its lite stories (a full run)
+    diversity = {r["example_id"]: r for r in rows_of(first, "diversity")}
+    assert sorted(diversity) == ["", "lite"]
+    assert all((r["scope"], r["status"]) == ("run", "ok") for r in diversity.values())
+    assert diversity[""]["score"] >= 1.0  # exp(KL) of 9 images: at least 1
     assert {r["system"] for r in first} == {"copy_paste"}
-    assert first_stats["metric/csd"]["calls"] == 2 and first_stats["metric/diversity"]["calls"] == 1
+    assert first_stats["metric/csd"]["calls"] == 2 and first_stats["metric/diversity"]["calls"] == 2
     assert first_stats["metric/prompt_align"]["calls"] == len(SHOT_IDS)
     audit = (job / "audit" / "metric-csd.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["scope"] for line in audit] == ["group", "group"]
@@ -192,7 +193,7 @@ def test_a_job_is_scored_per_shot_story_and_run_and_a_rerun_makes_no_call(
     assert asked_again == asked and again == first
     assert all(c["calls"] == 0 and c["loads"] == 0 for c in stats.values()), stats
     # and the dry run after it finds everything scored
-    for key, cached in (("metric/prompt_align", 9), ("metric/csd", 2), ("metric/diversity", 1)):
+    for key, cached in (("metric/prompt_align", 9), ("metric/csd", 2), ("metric/diversity", 2)):
         assert plan_row(planned, key)[1:3] == ["0", str(cached)]
 
 
@@ -323,8 +324,9 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
         ("csd", "group", "01", "ok"),
         ("csd", "group", "02", "ok"),
         ("diversity", "run", "", "ok"),
+        ("diversity", "run", "lite", "ok"),
     }
-    assert len(lines) == 5 and {r["system"] for r in lines} == {"copy_paste"}
+    assert len(lines) == 6 and {r["system"] for r in lines} == {"copy_paste"}
 
     # the same sweep as a dry run plans the evaluation of the job directories it holds: all
     # scored already (the job itself may be refused: this task's jobs have no dry run yet)
@@ -333,7 +335,7 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
     plan = json.loads((scores.parent / "sweep_plan.json").read_text(encoding="utf-8"))
     rows = plan["components"]
     assert (rows["metric/csd"]["calls"], rows["metric/csd"]["cached"]) == (0, 2)
-    assert (rows["metric/diversity"]["calls"], rows["metric/diversity"]["cached"]) == (0, 1)
+    assert (rows["metric/diversity"]["calls"], rows["metric/diversity"]["cached"]) == (0, 2)
     assert rows["metric/csd"]["scope"] == "group" and rows["metric/diversity"]["scope"] == "run"
 
 
