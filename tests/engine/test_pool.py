@@ -264,3 +264,70 @@ def test_a_dead_server_fails_its_batch_and_the_next_one_starts_in_its_place(
         assert loads_by_device(pool) == {"image/dev": {"0": 2}}
     finally:
         shutdown_pool(pool)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killed_jobs_stop_the_servers_computing_for_them(
+    tmp_path: Path, reference: dict[str, str]
+) -> None:
+    """kill -9 of the jobs while pool servers compute their chunks: a server whose client hangs
+    up exits at once (the chunk's locks died with the job), the restarted jobs compute those
+    calls, and no live process makes a call twice."""
+    before = set(_pool_servers())
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "omnistory_core", *GRID, *COMMON, "engine.devices=[0,1]"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **_env(tmp_path, 0.5)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    killed: set[int] = set()
+    try:
+        deadline = time.time() + 120
+        servers: set[int] = set()
+        while not killed and time.time() < deadline:
+            assert sweep.poll() is None, "the sweep ended before a pool server computed a call"
+            servers = set(_pool_servers()) - before
+            computed = {c["pid"] for c in _lines(tmp_path / "calls.jsonl") if c["devices"]}
+            if servers & computed:
+                for job in _children(sweep.pid):
+                    os.kill(job, signal.SIGKILL)
+                    killed.add(job)
+            time.sleep(0.05)
+        assert killed, "no pool server computed a call"
+        time.sleep(2.0)
+        hung_up = {p for p in servers if not _running(p)}
+        out, _ = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait()
+    assert sweep.returncode == 0, out[-4000:]
+    assert "starting it again (1 of 1)" in out, out[-4000:]
+    assert hung_up, "no server stopped when its job was killed"
+    assert _outputs(tmp_path) == reference, "outputs differ from the sweep without the pool"
+    assert len(list((tmp_path / "out/store/calls").rglob("*.json"))) == DISTINCT
+    calls = _lines(tmp_path / "calls.jsonl")
+    assert len({c["digest"] for c in calls}) == DISTINCT
+    live = Counter(c["digest"] for c in calls if c["pid"] not in killed | hung_up)
+    assert max(live.values()) == 1, "a live process made a call twice"
