@@ -180,6 +180,8 @@ class SweepProgress:
     jobs: dict[str, int] = field(default_factory=dict)  # running / done / failed
     expected_jobs: int | None = None
     stages: list[tuple[str, str]] = field(default_factory=list)  # (system_id, component)
+    #: the warm pool's model loads, per component and device (``<sweep>/.pool/loads.jsonl``)
+    device_loads: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def not_started(self) -> int | None:
@@ -227,6 +229,9 @@ def read_sweep_progress(sweep_dir: str | Path, expected_jobs: int | None = None)
             row.loads += int(counts.get("loads", 0))
     for key, keys in planned.items():
         out.components.setdefault(key, ComponentProgress()).planned = len(keys)
+    from omnistory_core.engine.pool import loads_by_device
+
+    out.device_loads = loads_by_device(Path(sweep_dir) / ".pool")
     out.components = dict(sorted(out.components.items()))
     return out
 
@@ -348,6 +353,12 @@ def render_sweep_progress(
         now = ", ".join(f"{s} ({c})" for s, c in progress.stages[:6])
         more = len(progress.stages) - 6
         lines.append(Text(f"now: {now}{f' and {more} more' if more > 0 else ''}", style="dim"))
+    if progress.device_loads:
+        per = "; ".join(
+            f"{key} " + " ".join(f"{d}:{n}" for d, n in devices.items())
+            for key, devices in progress.device_loads.items()
+        )
+        lines.append(Text(f"loads per device: {per}", style="dim"))
     if total.to_do is None and progress.components:
         lines.append(Text("to do: ? until every started job has written its plan", style="dim"))
     return Group(*lines)
