@@ -68,6 +68,7 @@ __all__ = [
     "loads_by_device",
     "open_pool",
     "pool_settings",
+    "serves_here",
     "shutdown_pool",
     "warm_devices",
 ]
@@ -102,13 +103,28 @@ def open_pool(directory: str | Path, budget_gb: float | None = None, idle_s: flo
         shutdown_pool(pool)
     pool.mkdir(parents=True, exist_ok=True)
     (pool / LOADS).unlink(missing_ok=True)
-    settings = {"owner": os.getpid(), "budget_gb": budget_gb, "idle_s": float(idle_s)}
+    settings = {
+        "owner": os.getpid(),
+        "host": socket.gethostname(),
+        "budget_gb": budget_gb,
+        "idle_s": float(idle_s),
+    }
     (pool / SETTINGS).write_text(json.dumps(settings) + "\n", encoding="utf-8")
     return pool
 
 
 def pool_settings(pool: Path) -> dict[str, Any]:
     return dict(json.loads((pool / SETTINGS).read_text("utf-8")))
+
+
+def serves_here(pool: Path) -> bool:
+    """Whether this process may use the pool: it runs on the sweep's machine (servers are local
+    processes behind local sockets; a job a cluster launcher runs elsewhere starts its own
+    replicas as without the pool)."""
+    try:
+        return pool_settings(pool).get("host") == socket.gethostname()
+    except (OSError, ValueError):
+        return False
 
 
 def _servers(pool: Path) -> list[dict[str, Any]]:

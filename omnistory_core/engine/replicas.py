@@ -18,6 +18,12 @@ chunks; a result depends on neither the device nor the replica that made it.  A 
 second death records the chunk as ``model_error`` failures (recomputed by the next run).  Workers
 die with the job's process (``PR_SET_PDEATHSIG``), so a killed job leaves no replica computing
 calls whose locks it has lost.
+
+In a ``-m`` sweep with ``engine.warm_pool`` (the default) a replica is instead a server of the
+sweep's warm pool (:mod:`omnistory_core.engine.pool`): it outlives the stage and the job, so a
+component is loaded once per device for the whole sweep, and the devices where it is loaded are
+leased first.  Claiming, the retry of a dead replica's chunk and the lease per device are the
+same; a server computing for a job that is killed exits at once instead of dying with it.
 """
 
 from __future__ import annotations
@@ -89,10 +95,10 @@ def stage_devices(
 
 def warm_pool() -> Path | None:
     """The warm pool of the sweep this job belongs to (:mod:`.pool`), or None."""
-    from omnistory_core.engine.pool import POOL_ENV, SETTINGS
+    from omnistory_core.engine.pool import POOL_ENV, serves_here
 
     value = os.environ.get(POOL_ENV)
-    if not value or not (Path(value) / SETTINGS).exists():
+    if not value or not serves_here(Path(value)):
         return None
     return Path(value)
 
