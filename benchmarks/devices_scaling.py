@@ -1,23 +1,36 @@
-"""A sweep on k devices against one device: wall time, distinct calls, duplicates, outputs.
+"""A sweep on k devices against one device: wall time, model loads, duplicates, outputs.
 
 Runs the 8-job grid ``-m planner=claude,gpt image=kontext,dev tts=parler,voxcpm`` on the demo with
 every model component replaced by its stand-in (``omnistory_testkit.standins``: same names,
-reads, parameters and GPU needs; deterministic outputs) that sleeps ``--delay`` seconds per call,
-with ``engine.devices=[0]``, ``[0,1]``, ``[0,1,2,3]``: k processes standing in for k GPUs (an id
-in ``engine.devices`` is only a name handed to a worker; nothing needs a real GPU).  For each k,
-on a fresh output root:
+reads, parameters and GPU needs; deterministic outputs) that sleeps ``--delay`` seconds per call
+and ``--load-delay`` seconds per model load (GPU components only), with ``engine.devices=[0]``,
+``[0,1]``, ``[0,1,2,3]``: k processes standing in for k GPUs (an id in ``engine.devices`` is only a
+name handed to a worker; nothing needs a real GPU).  For each k, on a fresh output root:
 
 1. the dry run of the same command (``engine.dry_run=true``): the distinct calls it plans;
-2. the sweep itself, timed as a whole process;
-3. from the store and the stand-ins' call log: distinct calls made, calls made twice (must be 0),
-   and a digest of every generated file of every job (must equal k = 1's).
+2. the sweep itself, timed as a whole process, with the sweep's warm pool (``engine.warm_pool``:
+   each model loaded once per device for the whole sweep);
+3. from the store, the stand-ins' call and load logs: distinct calls made, calls made twice (must
+   be 0), model loads made and the distinct (component, device) pairs they were made on (equal
+   with the warm pool), and a digest of every generated file of every job (must equal k = 1's).
+
+Then the largest k once more without the warm pool (``engine.warm_pool=false``: every job's
+stage starts and loads its own replicas), for the loads that costs (``--no-today`` skips it).
 
 Prints one row per k: wall time, speed-up against k = 1 and efficiency (speed-up / k), planned and
-made calls.  The hosted planners (gpt, claude) use no GPU: they run in the jobs' own processes,
-so the planning stage scales with the number of jobs at once (one per device), the image and TTS
-stages with the replicas.
+made calls, loads and pairs; and last, exactly one line::
 
-    python benchmarks/devices_scaling.py [--delay 2.0] [--examples 10] [--devices 1,2,4]
+    k=4 efficiency 0.93 loads 9 pairs 9 duplicates 0 digests same
+
+(efficiency at the largest k against k = 1, loads made in that run, distinct (component, device)
+pairs it used, calls made twice over every run, outputs equal to k = 1's or not).  The hosted
+planners (gpt, claude) use no GPU: they run in the jobs' own processes.
+
+``--evaluate`` is accepted for the evaluation half of the measurement, which needs metric and judge
+stages on device replicas (not available yet): it says so on one line and measures generation.
+
+    python benchmarks/devices_scaling.py [--delay 2.0] [--load-delay 5] [--examples 10]
+        [--devices 1,2,4] [--no-today] [--evaluate]
 """
 
 from __future__ import annotations
@@ -36,13 +49,15 @@ from pathlib import Path
 GRID = ("-m", "planner=claude,gpt", "image=kontext,dev", "tts=parler,voxcpm")
 
 
-def _env(root: Path, site: Path, delay: float) -> dict[str, str]:
+def _env(root: Path, site: Path, delay: float, load_delay: float) -> dict[str, str]:
     return {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         "OMNISTORY_STANDIN_DELAY_S": str(delay),
         "OMNISTORY_STANDIN_LOG": str(root / "calls.jsonl"),
+        "OMNISTORY_STANDIN_LOAD_S": str(load_delay),
+        "OMNISTORY_STANDIN_LOAD_LOG": str(root / "loads.jsonl"),
         "OMNISTORY_DEVICE_LOCKS": str(root / "device-locks"),
         "OPENAI_API_KEY": "benchmark",
         "ANTHROPIC_API_KEY": "benchmark",
@@ -74,10 +89,22 @@ def _outputs(sweep: Path) -> str:
     return digest.hexdigest()
 
 
-def measure(base: Path, site: Path, k: int, delay: float, examples: int) -> dict:
-    root = base / f"k{k}"
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def measure(
+    base: Path,
+    site: Path,
+    k: int,
+    delay: float,
+    load_delay: float,
+    examples: int,
+    warm: bool = True,
+) -> dict:
+    root = base / f"k{k}{'' if warm else '-today'}"
     root.mkdir()
-    env = _env(root, site, delay)
+    env = _env(root, site, delay, load_delay)
     devices = f"engine.devices=[{','.join(str(i) for i in range(k))}]"
     common = (
         devices,
@@ -86,13 +113,14 @@ def measure(base: Path, site: Path, k: int, delay: float, examples: int) -> dict
         "sweep_name=bench",
         "engine.progress=false",
         "evaluation.report=false",
+        f"engine.warm_pool={str(warm).lower()}",
     )
     _run(root, env, *common, "engine.dry_run=true")
     plan = json.loads((root / "out/sweeps/bench/sweep_plan.json").read_text())
     wall = _run(root, env, *common)
     stats = json.loads((root / "out/sweeps/bench/sweep_stats.json").read_text())
-    calls = [json.loads(line) for line in (root / "calls.jsonl").read_text().splitlines()]
-    made = Counter(c["digest"] for c in calls)
+    made = Counter(c["digest"] for c in _lines(root / "calls.jsonl"))
+    loads = _lines(root / "loads.jsonl")
     return {
         "k": k,
         "wall": wall,
@@ -100,6 +128,8 @@ def measure(base: Path, site: Path, k: int, delay: float, examples: int) -> dict
         "calls": sum(c["calls"] for c in stats["components"].values()),
         "records": len(list((root / "out/store/calls").rglob("*.json"))),
         "twice": sum(1 for n in made.values() if n > 1),
+        "loads": len(loads),
+        "pairs": len({(e["component"], e["devices"]) for e in loads}),
         "outputs": _outputs(root / "out/sweeps/bench"),
     }
 
@@ -107,8 +137,15 @@ def measure(base: Path, site: Path, k: int, delay: float, examples: int) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per stand-in call")
+    parser.add_argument(
+        "--load-delay", type=float, default=5.0, help="seconds per model load (GPU stand-ins)"
+    )
     parser.add_argument("--examples", type=int, default=10, help="demo examples (at most 10)")
     parser.add_argument("--devices", default="1,2,4", help="values of k, comma-separated")
+    parser.add_argument(
+        "--no-today", action="store_true", help="skip the largest k without the warm pool"
+    )
+    parser.add_argument("--evaluate", action="store_true", help="evaluation too (see the doc)")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
     from omnistory_testkit.standins import make_standin_site
@@ -116,30 +153,54 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="omnistory-devices-") as tmp:
         base = Path(tmp)
         site = make_standin_site(base / "site")
-        rows = [measure(base, site, k, args.delay, args.examples) for k in ks]
-    first = rows[0]
+        rows = [measure(base, site, k, args.delay, args.load_delay, args.examples) for k in ks]
+        today = None
+        if not args.no_today:
+            today = measure(
+                base, site, ks[-1], args.delay, args.load_delay, args.examples, warm=False
+            )
+    first, last = rows[0], rows[-1]
     print(
         f"8-job grid {' '.join(GRID[1:])}, {args.examples} examples, stand-ins sleeping"
-        f" {args.delay:g} s per call; one run per k on {os.cpu_count()} CPU cores"
+        f" {args.delay:g} s per call and {args.load_delay:g} s per load; one run per k on"
+        f" {os.cpu_count()} CPU cores"
     )
+    if args.evaluate:
+        print(
+            "evaluation: not measured (metric and judge stages do not run on device replicas"
+            " yet); the figures are generation's"
+        )
     print(
         f"{'k':>3} {'wall s':>8} {'speed-up':>9} {'per k':>6} {'planned':>8} {'calls':>6}"
-        f" {'records':>8} {'twice':>6} {'outputs = k=' + str(first['k']):>14}"
+        f" {'records':>8} {'twice':>6} {'loads':>6} {'pairs':>6}"
+        f" {'outputs = k=' + str(first['k']):>14}"
     )
     for row in rows:
         speed = first["wall"] / row["wall"] * first["k"]
         print(
             f"{row['k']:>3} {row['wall']:>8.1f} {speed:>9.2f} {speed / row['k']:>6.2f}"
             f" {row['planned']:>8} {row['calls']:>6} {row['records']:>8} {row['twice']:>6}"
-            f" {str(row['outputs'] == first['outputs']):>14}"
+            f" {row['loads']:>6} {row['pairs']:>6} {str(row['outputs'] == first['outputs']):>14}"
         )
-    exact = all(r["planned"] == r["calls"] == r["records"] for r in rows)
-    same = all(r["outputs"] == first["outputs"] for r in rows)
+    if today is not None:
+        print(
+            f"k={today['k']} without the warm pool (today): wall {today['wall']:.1f} s,"
+            f" loads {today['loads']} on {today['pairs']} (component, device) pairs"
+            f" (warm pool: {last['loads']}); outputs = k={first['k']}:"
+            f" {today['outputs'] == first['outputs']}"
+        )
+    everything = [*rows, *([today] if today else [])]
+    exact = all(r["planned"] == r["calls"] == r["records"] for r in everything)
+    same = all(r["outputs"] == first["outputs"] for r in everything)
+    duplicates = sum(r["twice"] for r in everything)
+    print(f"dry-run estimate = calls made = store records: {exact}")
+    efficiency = first["wall"] / last["wall"] * first["k"] / last["k"]
     print(
-        f"dry-run estimate = calls made = store records: {exact}; outputs byte-identical: {same};"
-        f" calls made twice: {sum(r['twice'] for r in rows)}"
+        f"k={last['k']} efficiency {efficiency:.2f} loads {last['loads']} pairs {last['pairs']}"
+        f" duplicates {duplicates} digests {'same' if same else 'differ'}"
     )
-    return 0 if exact and same and not any(r["twice"] for r in rows) else 1
+    ok = exact and same and not duplicates and last["loads"] == last["pairs"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
