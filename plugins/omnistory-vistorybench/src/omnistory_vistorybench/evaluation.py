@@ -171,14 +171,23 @@ def task_evaluation(
     ``config`` keys: ``outputs`` (a folder in either official layout), ``dataset`` (dataset
     options: ``name``, ``root``, ``split``, ``stories``; they override a manifest's),
     ``latest`` (read only the newest timestamp subfolder of a story folder, as the official
-    reader's own default; the official driver merges them all, the default here).
+    reader's own default; the official driver merges them all, the default here), ``planned``
+    (job directories a dry-run sweep planned: their ``dry_run.json`` gives each shot's image).
     Raises :class:`EvaluationError` or :class:`~omnistory_core.api.ConfigError` in one line."""
     config = dict(config or {})
     options = dict(config.get("dataset") or {})
     latest = bool(config.get("latest", False))
     found: list[_Source] = []
+    # jobs a dry-run sweep planned are read from their plan, not from what an earlier run left
+    planned = [Path(str(p)) for p in config.get("planned") or []]
+    rewritten = {p.resolve() for p in planned}
     for job in job_dirs:
-        found.append(_job_run(Path(getattr(job, "path", job)), options, latest))
+        if Path(getattr(job, "path", job)).resolve() not in rewritten:
+            found.append(_job_run(Path(getattr(job, "path", job)), options, latest))
+    if planned:
+        from omnistory_vistorybench.dryrun import planned_source
+
+        found.extend(planned_source(path, options) for path in planned)
     outputs = config.get("outputs")
     if outputs:
         found.extend(_tree_runs(Path(str(outputs)), options, latest))
@@ -203,7 +212,13 @@ def task_evaluation(
                 source.store,
             )
         )
-        for scope, units in run_units(source.system, source.run, data, media).items():
+        if source.planned is not None:
+            from omnistory_vistorybench.dryrun import PlannedMedia
+
+            shots: Any = PlannedMedia(source.planned, media)  # the planned images, by path
+        else:
+            shots = media
+        for scope, units in run_units(source.system, source.run, data, shots).items():
             result.units[scope].extend(units)
     return result
 
@@ -224,6 +239,9 @@ class _Source:
     fingerprint: str | None = None
     where: str = ""
     store: str | None = None
+    #: a job a dry-run sweep planned (:func:`omnistory_vistorybench.dryrun.planned_source`): shot
+    #: path -> its image as the run will write it (stored, or a stand-in for one still to make)
+    planned: dict[str, Any] | None = None
 
 
 def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:

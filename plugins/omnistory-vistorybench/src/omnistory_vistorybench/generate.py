@@ -30,6 +30,8 @@
    that failed this time, or a story no longer in the split, loses its stale image.
 
 A failure of the model on one shot is a record; a component that cannot load stops the job.
+With ``engine.dry_run=true`` the job is planned instead (:mod:`omnistory_vistorybench.dryrun`):
+the calls each stage would make and those the store holds, nothing loaded or written but the plan.
 """
 
 from __future__ import annotations
@@ -122,13 +124,12 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     mode, fixed_timestamp = run_settings(config)
     data = load_dataset(config.get("dataset") or {})
     engine = config.get("engine") or {}
-    if engine.get("dry_run"):
-        raise ConfigError(
-            "engine.dry_run is not supported by task vistorybench yet: run without it"
-            " (a re-run of a finished job makes no call)"
-        )
     component = build_image_expert(registry, system, config)
     planner = build_planner(registry, system, config)
+    if engine.get("dry_run"):  # plan only: nothing loaded, called, stored or written but the plan
+        from omnistory_vistorybench.dryrun import dry_run
+
+        return dry_run(config, system, data, component, planner, output_dir)
     described = component_description(component, registry)
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
     media = MediaHasher()
