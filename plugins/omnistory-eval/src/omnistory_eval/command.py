@@ -89,9 +89,11 @@ def task_evaluation_of(
     *,
     outputs: Path | None = None,
     dataset: dict[str, Any] | None = None,
+    planned: list[Path] | None = None,
 ) -> Any:
     """What ``task.evaluation`` gives for the complete job directories of ``run_dir`` and an
-    external outputs tree: the systems and their units per scope."""
+    external outputs tree: the systems and their units per scope.  ``planned``: job directories
+    a dry-run sweep planned (the task reads their plans: ``config["planned"]``)."""
     from omnistory_eval.runner import discover_manifests
 
     assert task.evaluation is not None
@@ -103,11 +105,16 @@ def task_evaluation_of(
                 f"{run_dir}: the scores cannot lie inside the outputs tree {outputs} (its"
                 " folders would read as methods); name another RUN_DIR"
             )
-    elif not jobs:
+    elif not jobs and not planned:
         raise EvaluationInputError(
             f"{run_dir}: no complete job directory (manifest.json) of task {task.name} found"
         )
-    config = {"outputs": str(outputs) if outputs is not None else None, "dataset": dataset or {}}
+    config: dict[str, Any] = {
+        "outputs": str(outputs) if outputs is not None else None,
+        "dataset": dataset or {},
+    }
+    if planned:
+        config["planned"] = [str(p) for p in planned]
     return task.evaluation(jobs, config)
 
 

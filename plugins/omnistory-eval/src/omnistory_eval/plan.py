@@ -544,11 +544,14 @@ def _plan_task_run(
     outputs: Path | None,
     dataset: dict[str, Any] | None,
     settings: PlanSettings,
+    planned: list[Path] | None = None,
 ) -> EvaluationPlan:
     from omnistory_eval.command import check_scopes, task_evaluation_of
     from omnistory_eval.runner import task_units
 
-    evaluation = task_evaluation_of(task, run_dir, outputs=outputs, dataset=dataset)
+    evaluation = task_evaluation_of(
+        task, run_dir, outputs=outputs, dataset=dataset, planned=planned
+    )
     recorded = getattr(evaluation, "store", None)
     store_root = Path(store_path or recorded or run_dir / "store")
     evaluators, blocked, environment, unchecked = _planned_evaluators(
@@ -646,6 +649,8 @@ def _own_evaluation_task(sweep_dir: Path) -> Any:
         names = {job.task for job in discover_manifests(sweep_dir)}
     except JobDirError:
         return None
+    # the jobs this dry run planned name their task when it is not the core's (ViStoryBench)
+    names |= {str(job["task"]) for _, job in _read_jobs(sweep_dir) if job.get("task")}
     if len(names) != 1:
         return None
     try:
@@ -694,6 +699,8 @@ def plan_sweep_evaluation(
         # its jobs' outputs are read from disk: the complete job directories of earlier runs
         from omnistory_core.errors import UserError
 
+        # the jobs this dry run planned: the task reads their plans (the outputs they will make)
+        planned = [path for path, job in _read_jobs(sweep_dir) if job.get("task") == task.name]
         try:
             result = _plan_task_run(
                 task,
@@ -706,16 +713,25 @@ def plan_sweep_evaluation(
                 None,
                 None,
                 settings,
+                planned,
             )
         except EvaluationPlanError:
             raise
         except UserError as exc:  # the runs or their dataset: the evaluation would stop on it
             plan.notes.append(f"evaluation: not planned, the evaluation would stop: {exc}")
             return plan
-        result.notes.append(
-            f"evaluation (task {task.name}): planned over the complete job directories already"
-            " in the sweep directory; the outputs of jobs still to run are not in it."
-        )
+        if planned:
+            result.notes.append(
+                f"evaluation (task {task.name}): the {len(planned)} job(s) this dry run planned"
+                " are scored on the outputs they will make (stored ones by content; one still to"
+                " generate is keyed by the call that makes it, assumed to succeed: an upper"
+                " bound), other complete job directories of the sweep directory as they are."
+            )
+        else:
+            result.notes.append(
+                f"evaluation (task {task.name}): planned over the complete job directories"
+                " already in the sweep directory; the outputs of jobs still to run are not in it."
+            )
         return result
     try:
         systems = systems_to_evaluate(sweep_dir, _read_jobs(sweep_dir))
