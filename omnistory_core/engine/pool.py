@@ -505,7 +505,9 @@ def _watch_client(conn: socket.socket, running: threading.Event) -> None:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
     while running.is_set():
-        if poller.poll(100):
+        # a hang-up after the chunk's reply (the client done with this server) is no loss: only
+        # one while this chunk still runs is
+        if poller.poll(100) and running.is_set():
             os._exit(3)
 
 
@@ -559,8 +561,6 @@ def serve_pool(args: argparse.Namespace) -> int:
 def _session(conn: socket.socket, state: Any, pool: Path, entry: dict[str, Any]) -> bool:
     """One client's requests, until it disconnects; True when it asked the server to exit."""
     reader = conn.makefile("r", encoding="utf-8")
-    running = threading.Event()
-    watcher: threading.Thread | None = None
     try:
         for line in reader:
             if not line.strip():
@@ -574,16 +574,16 @@ def _session(conn: socket.socket, state: Any, pool: Path, entry: dict[str, Any])
                 if op == "unload":  # the pool keeps it loaded; the client only disconnects
                     reply: dict[str, Any] = {"ok": True}
                 elif op == "run":
+                    # one event per chunk, not joined: its watcher ends within a poll by itself
+                    running = threading.Event()
                     running.set()
-                    watcher = threading.Thread(
+                    threading.Thread(
                         target=_watch_client, args=(conn, running), daemon=True
-                    )
-                    watcher.start()
+                    ).start()
                     try:
                         reply = state.handle(request)
                     finally:
                         running.clear()
-                        watcher.join()
                 else:
                     t0 = time.perf_counter()
                     reply = state.handle(request)

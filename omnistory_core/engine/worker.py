@@ -9,7 +9,9 @@ Started by :class:`omnistory_core.engine.isolation.IsolatedComponent` as
      "examples": ["<example id of each item>"]}
     {"op": "unload"} | {"op": "shutdown"}
 
-Replies are one JSON object per request: ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``.
+Replies are one JSON object per request: ``{"ok": true, ...}`` or ``{"ok": false, "error": "..."}``;
+the reply to ``load`` says ``"fresh": false`` when the same component was loaded already (a server
+of the sweep's warm pool, :mod:`omnistory_core.engine.pool`, keeps it across clients).
 Results are encoded into the shared store by the worker (media travel as store paths, never through
 the pipe): ``{"status", "output", "failure", "usage"}`` per item.  The model stays loaded across
 calls.
