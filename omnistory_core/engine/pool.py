@@ -255,12 +255,12 @@ class PooledComponent(IsolatedComponent):
         timeout_s: float | None = None,
     ):
         super().__init__(component, python, store_root, env=env, timeout_s=timeout_s)
-        self.pool = Path(pool)
-        self.devices = list(devices)
-        self.spec = _spec_hash(self)
+        self.pool_dir = Path(pool)
+        self.lease_devices = list(devices)
+        self.spec_hash = _spec_hash(self)
         # unique on the machine (socket names are): the pool directory, the spec, the devices
-        where = hashlib.sha256(str(self.pool.resolve()).encode()).hexdigest()[:10]
-        self.name = f"omnistory-{where}-{self.spec}-{_safe('_'.join(devices))}"[:100]
+        where = hashlib.sha256(str(self.pool_dir.resolve()).encode()).hexdigest()[:10]
+        self.server_name = f"omnistory-{where}-{self.spec_hash}-{_safe('_'.join(devices))}"[:100]
         self._conn: socket.socket | None = None
         self._reader: IO[str] | None = None
         self._server_pid: int | None = None
@@ -307,10 +307,10 @@ class PooledComponent(IsolatedComponent):
 
     # -- connecting -----------------------------------------------------------------------------
     def _registration(self) -> dict[str, Any] | None:
-        path = self.pool / f"{self.name}.json"
+        path = self.pool_dir / f"{self.server_name}.json"
         if not path.exists():
             return None
-        if not _alive(self.pool, self.name):
+        if not _alive(self.pool_dir, self.server_name):
             path.unlink(missing_ok=True)
             return None
         try:
@@ -336,7 +336,7 @@ class PooledComponent(IsolatedComponent):
                 # it was dying (a dead server's socket closes before its .alive lock is free):
                 # wait for it to be gone, then start one in its place
                 deadline = time.monotonic() + 10.0
-                while _alive(self.pool, self.name) and time.monotonic() < deadline:
+                while _alive(self.pool_dir, self.server_name) and time.monotonic() < deadline:
                     time.sleep(0.02)
         if reply is None:
             self._make_room()
@@ -368,12 +368,12 @@ class PooledComponent(IsolatedComponent):
     def _make_room(self) -> None:
         """Within the device memory budget: shut down servers of other components on these
         devices (idle: their devices' lease is ours) until this one fits."""
-        budget = pool_settings(self.pool).get("budget_gb")
+        budget = pool_settings(self.pool_dir).get("budget_gb")
         if budget is None:
             return
         mine = footprint_gb(self)
-        others = [e for e in _servers(self.pool) if set(e["devices"]) & set(self.devices)]
-        for device in self.devices:
+        others = [e for e in _servers(self.pool_dir) if set(e["devices"]) & set(self.lease_devices)]
+        for device in self.lease_devices:
             resident = sum(float(e["footprint_gb"]) for e in others if device in e["devices"])
             for entry in sorted(others, key=lambda e: -float(e["footprint_gb"])):
                 if resident + mine <= float(budget):
@@ -387,13 +387,13 @@ class PooledComponent(IsolatedComponent):
                     )
                     _stop(entry)
                     deadline = time.monotonic() + 30.0
-                    while _alive(self.pool, entry["name"]) and time.monotonic() < deadline:
+                    while _alive(self.pool_dir, entry["name"]) and time.monotonic() < deadline:
                         time.sleep(0.05)
                     resident -= float(entry["footprint_gb"])
                     others.remove(entry)
 
     def _spawn(self) -> dict[str, Any]:
-        settings = pool_settings(self.pool)
+        settings = pool_settings(self.pool_dir)
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         env.pop("OMNISTORY_WORKER_PARENT", None)  # it outlives this process on purpose
         args = [
@@ -401,15 +401,15 @@ class PooledComponent(IsolatedComponent):
             "-m",
             "omnistory_core.engine.pool",
             "--pool",
-            str(self.pool),
+            str(self.pool_dir),
             "--name",
-            self.name,
+            self.server_name,
             "--spec",
-            self.spec,
+            self.spec_hash,
             "--component",
             self._component.key(),
             "--devices",
-            ",".join(self.devices),
+            ",".join(self.lease_devices),
             "--footprint",
             str(footprint_gb(self)),
             "--owner",
@@ -417,9 +417,9 @@ class PooledComponent(IsolatedComponent):
             "--idle",
             str(settings["idle_s"]),
         ]
-        path = self.pool / f"{self.name}.json"
+        path = self.pool_dir / f"{self.server_name}.json"
         path.unlink(missing_ok=True)  # a killed server's (ours to replace: we hold its devices)
-        with open(self.pool / f"{self.name}.log", "ab") as logfile:
+        with open(self.pool_dir / f"{self.server_name}.log", "ab") as logfile:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile, env=env
             )
@@ -433,7 +433,7 @@ class PooledComponent(IsolatedComponent):
             if proc.poll() is not None:
                 break
             time.sleep(0.02)
-        tail = (self.pool / f"{self.name}.log").read_text("utf-8", "replace")[-600:]
+        tail = (self.pool_dir / f"{self.server_name}.log").read_text("utf-8", "replace")[-600:]
         raise WorkerDied(
             f"{self._component.key()}: its pool server did not start (exit code"
             f" {proc.poll()}); log: {tail}"
@@ -470,7 +470,7 @@ class PooledComponent(IsolatedComponent):
     def _died(self, what: str) -> WorkerDied:
         pid = self._server_pid
         self.unload()
-        log_path = self.pool / f"{self.name}.log"
+        log_path = self.pool_dir / f"{self.server_name}.log"
         tail = ""
         with contextlib.suppress(OSError):
             tail = " | ".join(log_path.read_text("utf-8", "replace").splitlines()[-5:])
