@@ -96,20 +96,33 @@ def build_report(
             panels=opt["panels"],
         ),
     )
+    from omnistory_report.analysis.stand_in import stand_in_leaderboard
+
+    # stand-in metrics (real weights, not the paper's) have a leaderboard of their own
+    stand_in, stand_in_cols = stand_in_leaderboard(ctx.frame)
     if opt["print_table"] and any(t.write == "leaderboard" for t in tables):
-        from omnistory_report.terminal import print_leaderboard
+        from omnistory_report.terminal import print_leaderboard, print_stand_in
 
         print_leaderboard(ctx.lb, ctx.info, opt["console"])
+        print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
     written = [make_and_write(ctx, t) for t in tables]
+    if not stand_in.empty:
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        stand_in.to_csv(ctx.out_dir / "stand_in_leaderboard.csv", index=False)
     write_index(ctx.out_dir, paper_index(written))
     if opt["html"]:
         from omnistory_report.html import write_html_report
 
-        write_html_report(_page(ctx, written))
+        write_html_report(_page(ctx, written, stand_in, stand_in_cols))
     return ctx.out_dir
 
 
-def _page(ctx: Context, written: Sequence[Written]) -> ReportContext:
+def _page(
+    ctx: Context,
+    written: Sequence[Written],
+    stand_in: pd.DataFrame | None = None,
+    stand_in_cols: Sequence[Any] = (),
+) -> ReportContext:
     """The HTML page's inputs: what was written, shown only where it has data (the files are
     all written: the paper index names them)."""
     from omnistory_report.figures import empty_reason
@@ -139,6 +152,8 @@ def _page(ctx: Context, written: Sequence[Written]) -> ReportContext:
         notes=ctx.notes,
         run_tables=_run_tables(ctx.runs, ctx.produced, ctx.lengths, ctx.reference_lengths),
         scores_note=_scores_note(ctx.scores_path, ctx.run_dir) if ctx.lb.empty else "",
+        stand_in=stand_in if stand_in is not None else pd.DataFrame(),
+        stand_in_columns=tuple(stand_in_cols),
     )
 
 

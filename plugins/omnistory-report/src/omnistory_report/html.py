@@ -77,6 +77,10 @@ class ReportContext:
     run_tables: Sequence[tuple[str, pd.DataFrame]] = ()
     #: one line shown where scores are absent (how to produce them)
     scores_note: str = ""
+    #: the stand-in leaderboard (:func:`~omnistory_report.analysis.stand_in.stand_in_leaderboard`)
+    #: and its columns; empty when no stand-in metric scored the run
+    stand_in: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stand_in_columns: Sequence[Any] = ()
     summary: np.ndarray = field(init=False)
     oracle_of: dict[str, bool] = field(init=False)
     paradigm_of: dict[str, str] = field(init=False)
@@ -635,6 +639,58 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
     )
 
 
+def _stand_in_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
+    """The stand-in leaderboard: its own section and title, never mixed into the paper table;
+    each column names its backend, valid-only and zero-filled side by side."""
+    from omnistory_report.analysis.stand_in import NOT_SCORED, TITLE
+
+    table = ctx.stand_in
+    if table.empty:
+        return ""
+    head = '<th>#</th><th class="l">system</th><th>N</th>'
+    keys: list[tuple[str, bool]] = []
+    for col in ctx.stand_in_columns:
+        title = f"{col.evaluator}/{col.criterion}"
+        backend = f'<br><span class="note">{escape(col.backend)}</span>'
+        if col.scored:
+            head += f"<th>{escape(title)}{backend}</th><th>{escape(title)} (0){backend}</th>"
+            keys += [(col.label, True), (f"{col.label} (0)", True)]
+        else:
+            head += f"<th>{escape(title)}{backend}</th>"
+            keys.append((col.label, False))
+    rows = []
+    for rank, row in enumerate(table.to_dict("records"), 1):
+        system = str(row["system"])
+        oracle = _oracle(ctx, system)
+        name = (
+            f'<a href="systems/{sys_slugs[system]}.html">{escape(system)}</a>'
+            if system in sys_slugs
+            else escape(system)
+        )
+        if oracle:
+            name += '<span class="badge oracle" title="reads the reference">ORACLE</span>'
+        cells = "".join(
+            f'<td data-v="{row[k]}">{escape(format_value(row[k], 4))}</td>'
+            if scored
+            else f'<td class="note">{escape(NOT_SCORED)}</td>'
+            for k, scored in keys
+        )
+        rows.append(
+            f'<tr class="{"oracle" if oracle else ""}"><td>{rank}</td>'
+            f'<td class="l">{name}</td><td>{row["n_examples"]}</td>{cells}</tr>'
+        )
+    return (
+        f'<h2 id="stand-in">{escape(TITLE)}</h2>'
+        "<p>Metrics computed with real pretrained weights that are installable offline, standing "
+        "in for the paper's metrics; each column names its backend. Their numbers are on other "
+        "scales than the paper's and never enter the paper's tables or Total Average. "
+        "Valid-only, and (0) zero-filled as in the leaderboard.</p>"
+        '<p><a href="stand_in_leaderboard.csv">stand_in_leaderboard.csv</a></p>'
+        '<div class="scroll"><table class="sortable" id="standin"><thead>'
+        f"<tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
 def _inline_code(text: str) -> str:
     """Escaped text with `backticked` spans as <code>."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
@@ -728,6 +784,7 @@ def _index_page(
         if scored
         else (notes if not run else "")
     )
+    leaderboard += _stand_in_html(ctx, sys_slugs)
     figures = f'<h2 id="figures">Figures</h2><div class="figures">{figs}</div>' if figs else ""
     statistics = (
         f'<h2 id="statistics">Statistics</h2>{inline}'

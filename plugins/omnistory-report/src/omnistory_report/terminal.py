@@ -66,3 +66,44 @@ def print_leaderboard(lb: pd.DataFrame, info: pd.DataFrame, console=None) -> Non
             # Logs and CI: do not squeeze 15 columns into the 80-column default.
             console = Console(width=200)
     console.print(leaderboard_table(lb, info))
+
+
+def stand_in_table(table: pd.DataFrame, columns, info: pd.DataFrame):
+    """A ``rich.table.Table`` of the stand-in leaderboard (see
+    :mod:`omnistory_report.analysis.stand_in`): each header names its evaluator, criterion and
+    backend; a cell is the valid-only mean with the zero-filled one after it."""
+    from rich.table import Table
+
+    from omnistory_report.analysis.stand_in import NOT_SCORED, TITLE
+
+    out = Table(title=f"{TITLE}; valid-only (zero-filled)", header_style="bold")
+    out.add_column("#", justify="right")
+    out.add_column("system")
+    out.add_column("N", justify="right")
+    for col in columns:
+        out.add_column(f"{col.evaluator}/{col.criterion}\n[dim]{col.backend}[/]", justify="right")
+    for rank, row in enumerate(table.to_dict("records"), 1):
+        system = str(row["system"])
+        oracle = bool(system in info.index and info.loc[system, "oracle"])
+        cells = [
+            f"{format_value(row[c.label], 4)} ({format_value(row[c.label + ' (0)'], 4)})"
+            if c.scored
+            else f"[dim]{NOT_SCORED}[/]"
+            for c in columns
+        ]
+        name = f"[bold red]{system} (ORACLE)[/]" if oracle else system
+        out.add_row(str(rank), name, str(row["n_examples"]), *cells)
+    return out
+
+
+def print_stand_in(table: pd.DataFrame, columns, info: pd.DataFrame, console=None) -> None:
+    """Print the stand-in leaderboard (nothing when no stand-in metric scored the run)."""
+    from rich.console import Console
+
+    if table.empty:
+        return
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=200)
+    console.print(stand_in_table(table, columns, info))
