@@ -65,6 +65,7 @@ __all__ = [
     "POOL_ENV",
     "PooledComponent",
     "footprint_gb",
+    "load_seconds",
     "loads_by_device",
     "open_pool",
     "pool_settings",
@@ -182,6 +183,20 @@ def loads_by_device(pool: Path) -> dict[str, dict[str, int]]:
             device = ",".join(entry["devices"])
             per[device] = per.get(device, 0) + 1
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def load_seconds(pool: Path, component: str) -> float | None:
+    """How long loading ``component`` took in this sweep (the mean; None: not loaded yet)."""
+    path = pool / LOADS
+    if not path.exists():
+        return None
+    times = []
+    for line in path.read_text("utf-8").splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            entry = json.loads(line)
+            if entry["component"] == component:
+                times.append(float(entry["seconds"]))
+    return sum(times) / len(times) if times else None
 
 
 def shutdown_pool(pool: str | Path, timeout_s: float = 30.0) -> None:

@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,9 @@ class ReplicaRunner:
         #: the sweep's warm pool: replicas are its servers, and devices where the component is
         #: loaded already are leased first
         self.warm = warm
+        #: per stage (by id): seconds its replicas spent in calls and how many they made
+        self._timing: dict[int, list[float]] = {}
+        self._timing_lock = threading.Lock()
 
     def _prefer(self, component: Component) -> list[str]:
         if self.warm is None:
@@ -190,6 +193,7 @@ class ReplicaRunner:
                 if replica.thread is not None and replica.thread.is_alive():
                     replica.thread.join()
                 _close(replica)
+            self._timing.pop(id(stage), None)
 
     def _fan_out(
         self, stage: StageRun, need: int, replicas: list[_Replica], errors: list[BaseException]
@@ -202,15 +206,21 @@ class ReplicaRunner:
                 return
             busy = sum(1 for r in replicas if r.thread is not None and r.thread.is_alive())
             if busy < math.ceil(left / size):
-                lease = (
-                    self.pool.try_acquire(need, self._prefer(stage.component))
-                    if busy
-                    else self.pool.acquire(
+                lease: DeviceLease | None = None
+                if not busy:  # the stage's first replica: wait for a device, a warm one first
+                    lease = self.pool.acquire(
                         need,
                         give_up=lambda: stage.unclaimed() == 0,
                         prefer=lambda: self._prefer(stage.component),
                     )
-                )
+                else:  # one more: a free warm device, or a cold one when its load pays off
+                    warm = self._prefer(stage.component)
+                    cold_ok = self._worth_a_load(stage, busy, left)
+                    if cold_ok or warm:
+                        lease = self.pool.try_acquire(need, warm)
+                    if lease is not None and not cold_ok and not set(lease.devices) <= set(warm):
+                        lease.release()  # a cold device: its load would cost more than it saves
+                        lease = None
                 if lease is not None:
                     # calls other processes made while this one waited need no replica: read
                     # the store once per replica about to start, not on every poll
@@ -236,10 +246,32 @@ class ReplicaRunner:
                     continue
             time.sleep(self.poll_s)
 
+    def _worth_a_load(self, stage: StageRun, busy: int, left: int) -> bool:
+        """With the warm pool, whether one more replica on a device where the component is not
+        loaded pays for its load: the calls left take the running replicas longer than the load
+        and a call.  Unknown call or load times (nothing measured yet) wait for the measure;
+        without the pool every free device is worth it, as before."""
+        if self.warm is None:
+            return True
+        from omnistory_core.engine.pool import load_seconds
+
+        made = self._timing.get(id(stage))
+        load_s = load_seconds(self.warm, stage.component.key())
+        if not made or made[1] == 0 or load_s is None:
+            return False
+        call_s = made[0] / made[1]
+        return left * call_s > busy * (load_s + call_s)
+
+    def _note(self, stage: StageRun, seconds: float, calls: int) -> None:
+        with self._timing_lock:
+            made = self._timing.setdefault(id(stage), [0.0, 0])
+            made[0] += seconds
+            made[1] += calls
+
     def _work(self, stage: StageRun, replica: _Replica, errors: list[BaseException]) -> None:
         """One replica: load once, then claimed chunks until none are left; devices back."""
         try:
-            loaded = _Loader(stage, replica.worker)
+            loaded = _Loader(stage, replica.worker, self._note)
             while not errors and (chunk := stage.claim()):
                 stage.compute(loaded, chunk)
         except BaseException as exc:  # noqa: BLE001 - re-raised by the stage's thread
@@ -270,10 +302,16 @@ class _Loader:
     """``loaded()`` for :meth:`StageRun.compute`: starts the worker (the model load) once and
     returns it wrapped so that a chunk whose worker died runs once more."""
 
-    def __init__(self, stage: StageRun, worker: Any):
+    def __init__(
+        self,
+        stage: StageRun,
+        worker: Any,
+        note: Callable[[StageRun, float, int], None] | None = None,
+    ):
         self.stage = stage
         self.worker = worker
         self.loaded = False
+        self.note = note
 
     def __call__(self) -> Any:
         if not self.loaded:
@@ -285,7 +323,10 @@ class _Loader:
         return self
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        t0 = time.perf_counter()
         outputs = self.worker.run_batch(items)
+        if self.note is not None and not any(isinstance(o, WorkerDied) for o in outputs):
+            self.note(self.stage, time.perf_counter() - t0, len(items))
         if outputs and all(isinstance(o, WorkerDied) for o in outputs):
             # a killed worker is not a property of the items: its restart gets them once more
             log.warning(
