@@ -9,6 +9,7 @@ endpoint is never asked (a dry run makes no network call).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omnistory_testkit import run_cli
@@ -128,3 +129,35 @@ def test_a_missing_detector_checkpoint_stops_the_evaluation(tmp_path: Path) -> N
         ln for ln in planned.stderr.splitlines() if ln.startswith("omnistory evaluate: error")
     ]
     assert "metric.cids.detector_checkpoint" in line and str(missing) in line
+
+
+def test_the_needs_follow_the_parameters(tmp_path: Path) -> None:
+    from omnistory_vistorybench.metrics.cids import CIDSMetric
+
+    dino, weights = tmp_path / "dino", tmp_path / "glintr100.onnx"
+    dino.mkdir()
+    weights.write_bytes(b"onnx")
+
+    def needs(**params: Any) -> dict[tuple[str, str], dict[str, str]]:
+        return {(n["check"], n["target"]): n for n in CIDSMetric(**params).preflight_needs()}
+
+    # a local detector folder that exists is checked as weights there; no judge: no server
+    found = needs(
+        detector_checkpoint=str(dino), face_encoder="arcface", arcface_weights=str(weights)
+    )
+    assert ("weights", str(dino)) in found and ("package", "onnxruntime") in found
+    assert not any(check in ("server", "key") for check, _ in found)
+    assert not any(n.get("check") == "config" for n in found.values())
+    # a named face weights file that is absent blocks; an unset one only warns
+    found = needs(face_models=["facenet", "adaface"], facenet_weights=str(tmp_path / "no.pt"))
+    facenet = found[("config", "metric.cids.facenet_weights")]
+    assert "does not exist" in facenet["detail"] and not facenet.get("warning")
+    assert found[("config", "metric.cids.adaface_weights")]["warning"]
+    assert ("config", "metric.cids.arcface_weights") not in found  # not a listed face model
+    # a judge on this machine: its server, no key; a remote one: the key too
+    local = needs(judge_base_url="http://127.0.0.1:8000", rubric_dir=str(tmp_path))
+    assert ("server", "http://127.0.0.1:8000/v1") in local
+    assert not any(check == "key" for check, _ in local)
+    assert ("config", "metric.cids.rubric_dir") in local  # the folder lacks the rubric file
+    remote = needs(judge_base_url="https://api.example.com/v1", judge_api_key_env="JUDGE_KEY")
+    assert ("key", "JUDGE_KEY") in remote
