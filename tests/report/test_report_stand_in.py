@@ -24,7 +24,7 @@ from omnistory_core.scores import ScoreRow, write_scores
 BACKENDS = {
     "bertscore_minilm": ("MiniLM-L6 layer 6", "bertscore"),
     "speech_meta_fw_pya": (
-        {"speed": "faster-whisper base", "gender": "pyAudioAnalysis"},
+        {"asr": "faster-whisper base", "gender": "pyAudioAnalysis"},
         "speech_meta",
     ),
 }
@@ -74,6 +74,7 @@ def test_columns_name_backends_and_the_unscored_criterion() -> None:
     # the paper's own bertscore is not a stand-in column
     assert ("bertscore", "f1") not in by_key
     assert by_key[("bertscore_minilm", "f1")].backend == "MiniLM-L6 layer 6"
+    # speed is decided by the ASR's word timestamps: the mapping's "asr" entry
     assert by_key[("speech_meta_fw_pya", "speed")].backend == "faster-whisper base"
     assert by_key[("speech_meta_fw_pya", "gender")].backend == "pyAudioAnalysis"
     assert by_key[("speech_meta_fw_pya", "emotion")].scored is False

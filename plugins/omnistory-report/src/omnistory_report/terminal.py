@@ -81,7 +81,13 @@ def stand_in_table(table: pd.DataFrame, columns, info: pd.DataFrame):
     out.add_column("system")
     out.add_column("N", justify="right")
     for col in columns:
-        out.add_column(f"{col.evaluator}/{col.criterion}\n[dim]{col.backend}[/]", justify="right")
+        # fold, not ellipsis: the backend is the point of the header and must be read whole
+        out.add_column(
+            f"{col.evaluator}/{col.criterion}\n[dim]{col.backend}[/]",
+            justify="right",
+            overflow="fold",
+            min_width=16,
+        )
     for rank, row in enumerate(table.to_dict("records"), 1):
         system = str(row["system"])
         oracle = bool(system in info.index and info.loc[system, "oracle"])

@@ -83,10 +83,22 @@ def describe_metric(name: str) -> Description:
     return backend or None, (str(paper) if paper else None)
 
 
+#: the entry of a per-model backend mapping that decides a criterion named otherwise (the
+#: speaking rate is words per second from the ASR's word timestamps)
+CRITERION_MODEL: dict[str, str] = {"speed": "asr"}
+#: the header's backend of a paper criterion that a stand-in does not score
+UNPREDICTED = "no model: not predicted"
+
+
 def _backend_of(backend: str | dict[str, str] | None, criterion: str) -> str:
-    """The model behind one criterion: its own entry of a per-criterion mapping, else all of it."""
+    """The model behind one criterion: its own entry of a per-criterion (or per-model) mapping,
+    else all of the mapping."""
     if isinstance(backend, dict):
-        return backend.get(criterion) or "; ".join(f"{k}: {v}" for k, v in backend.items())
+        return (
+            backend.get(criterion)
+            or backend.get(CRITERION_MODEL.get(criterion, ""))
+            or "; ".join(f"{k}: {v}" for k, v in backend.items())
+        )
     return backend or UNRECORDED
 
 
@@ -111,9 +123,7 @@ def stand_in_columns(
             columns.append(StandInColumn(name, criterion, _backend_of(backend, criterion), paper))
         for criterion in PAPER_CRITERIA.get(paper or "", ()):
             if criterion not in criteria:
-                columns.append(
-                    StandInColumn(name, criterion, _backend_of(backend, criterion), paper, False)
-                )
+                columns.append(StandInColumn(name, criterion, UNPREDICTED, paper, False))
     return columns
 
 
