@@ -5,10 +5,10 @@ which has no binary wheel: skipped where it was not built)."""
 from __future__ import annotations
 
 import pytest
+from llamacpp_test_gguf import need
 from omnistory_llamacpp.planner import LlamaCppPlanner
 from omnistory_testkit import demo_planner_items
 
-from conftest import need
 from omnistory_core.api import PlannerResponse
 
 BACKENDS = {

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from llamacpp_test_gguf import need
 from omnistory_llamacpp.planner import LlamaCppPlanner
 from omnistory_testkit import check_component, run_cli
-
-from conftest import need
 
 CHECKS = (
     "identity",

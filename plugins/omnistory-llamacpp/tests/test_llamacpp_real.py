@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from llamacpp_test_gguf import need
 from omnistory_llamacpp.planner import LlamaCppPlanner
 from omnistory_testkit import demo_planner_items
 
-from conftest import need
 from omnistory_core.api import parse_plan
 
 pytestmark = pytest.mark.weights

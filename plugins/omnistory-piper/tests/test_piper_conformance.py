@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import soundfile
-
-from conftest import SAMPLE_RATE, need_piper
+from piper_test_voice import SAMPLE_RATE, need_piper
 
 need_piper()
 

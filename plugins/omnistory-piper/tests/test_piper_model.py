@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from omnistory_piper.prosody import LENGTH_SCALES
+from piper_test_voice import SAMPLE_RATE, SAMPLES_PER_ID, build_tiny_voice, need_piper
 
-from conftest import SAMPLE_RATE, SAMPLES_PER_ID, build_tiny_voice, need_piper
 from omnistory_core.api import Audio, ComponentError, Failure
 
 need_piper()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from conftest import need_piper
+from piper_test_voice import need_piper
 
 pytestmark = pytest.mark.weights
 
