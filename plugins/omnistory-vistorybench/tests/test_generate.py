@@ -306,3 +306,10 @@ def test_an_image_expert_is_told_which_shot_it_draws(tmp_path: Path) -> None:
     system = ShotSystem("probe", {"name": "probe"})
     run_image_stage(Probe(), system, data, Store(tmp_path / "store"), {})
     assert seen == [r.id for r in data.records]
+
+
+def test_a_sweep_validates_the_dataset_without_a_callback_error(tmp_path: Path) -> None:
+    """The sweep's start checks the ViStory records like any dataset's (no Omni-only fields)."""
+    done = run(tmp_path, "-m", "task=vistorybench", "system=copy_paste", "dataset=vistory_fixture")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "raised" not in done.stderr, done.stderr[-3000:]
