@@ -98,9 +98,13 @@ def build_report(
     )
     from omnistory_report.analysis.stand_in import stand_in_leaderboard
 
-    # stand-in metrics (real weights, not the paper's) have a leaderboard of their own
-    stand_in, stand_in_cols = stand_in_leaderboard(ctx.frame)
-    if opt["print_table"] and any(t.write == "leaderboard" for t in tables):
+    with_leaderboard = any(t.write == "leaderboard" for t in tables)
+    # stand-in metrics (real weights, not the paper's) have a leaderboard of their own, built
+    # with the paper's (the scores are read only when one of them is wanted)
+    stand_in, stand_in_cols = (
+        stand_in_leaderboard(ctx.frame) if with_leaderboard or opt["html"] else (pd.DataFrame(), [])
+    )
+    if opt["print_table"] and with_leaderboard:
         from omnistory_report.terminal import print_leaderboard, print_stand_in
 
         print_leaderboard(ctx.lb, ctx.info, opt["console"])
