@@ -17,7 +17,8 @@ What it checks, per stand-in criterion, on the zero-filled means (a missing outp
   printed and bounded.  Measured 0.29 (6 errors over 21 words): the first is spoken at the "high"
   pitch (+13 semitones), which Whisper mishears; the other two are transcribed (nearly) exactly.
 * The real planner's plan validity rate (plans without a recorded failure): printed, > 0
-  (measured 3/3 with the llama.cpp backend and its schema grammar).
+  (measured 3/3 with the llama.cpp backend and its schema grammar; the transformers backend,
+  without a grammar, gave 0/3, so the test needs llama-cpp-python and says so when it is absent).
 
 Measured on the 2-core machine, loaded (load average about 7): the sweep 3 min 0 s; this test 3 min
 33 s (pytest -n0, 5 passed).
@@ -25,6 +26,7 @@ Measured on the 2-core machine, loaded (load average about 7): the sweep 3 min 0
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -38,14 +40,20 @@ LIMIT = 3
 WER_BOUND = 0.6
 
 GAPS = missing_line()
-pytestmark = [
-    pytest.mark.weights,
-    pytest.mark.slow,
-    pytest.mark.skipif(GAPS is not None, reason=GAPS or ""),
-]
+#: the grammar is what makes the 0.5B model's plans valid: measured on these three examples, the
+#: transformers backend (no grammar) gave 0/3 valid plans (emotions 'urgent', 'scared and
+#: uneasy', 'anger'), so the real system made nothing and the sweep exited non-zero
+NO_GRAMMAR = (
+    "planner=llamacpp needs llama-cpp-python==0.3.36 here (its schema grammar): the transformers"
+    " backend gave 0/3 valid plans on these examples; pip install './plugins/omnistory-demo-real"
+    "[real,llama-cpp]' (builds the wheel once) or a wheel built before"
+)
+if GAPS is None and importlib.util.find_spec("llama_cpp") is None:
+    GAPS = NO_GRAMMAR
+NEEDS_REAL = pytest.mark.skipif(GAPS is not None, reason=GAPS or "")
 
 ORACLE = "oracle_oracle_piper"
-REAL = "llamacpp_clipart_piper"
+SYSTEM = "llamacpp_clipart_piper"
 NOOP = "noop_noop_noop"
 
 
@@ -71,9 +79,8 @@ def test_edit_distance() -> None:
     assert edit_distance([], words("a")) == 1
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo_real")
+def run_sweep(root: Path) -> Path:
+    """``suite=demo_real`` as a user runs it, offline; returns the sweep folder."""
     proc = run_cli(
         "-m",
         "suite=demo_real",
@@ -104,31 +111,31 @@ def zero_filled(sweep: Path) -> dict[tuple[str, str], dict[str, float]]:
     return {k: {s: sum(v) / len(v) for s, v in cell.items()} for k, cell in sums.items()}
 
 
-def test_real_metrics_score_ok(sweep: Path) -> None:
+def check_real_metrics_score_ok(sweep: Path) -> None:
     rows = [json.loads(x) for x in (sweep / "scores.jsonl").read_text().splitlines()]
     for evaluator in ("bertscore_minilm", "image_sim_effnet", "speech_meta_fw_pya"):
         mine = [r for r in rows if r["evaluator"] == evaluator]
-        assert {r["system"] for r in mine} == {ORACLE, REAL, NOOP}, evaluator
+        assert {r["system"] for r in mine} == {ORACLE, SYSTEM, NOOP}, evaluator
         assert all(r["status"] == "ok" for r in mine if r["system"] != NOOP), evaluator
     assert (sweep / "report" / "stand_in_leaderboard.csv").is_file()
 
 
-def test_oracle_first_noop_last(sweep: Path) -> None:
+def check_oracle_first_noop_last(sweep: Path) -> None:
     means = zero_filled(sweep)
     print({f"{e}/{c}": v for (e, c), v in sorted(means.items())})
     for key in (("bertscore_minilm", "f1"), ("image_sim_effnet", "cosine")):
         m = means[key]
-        assert m[ORACLE] > m[REAL] > m[NOOP], (key, m)
+        assert m[ORACLE] > m[SYSTEM] > m[NOOP], (key, m)
     for criterion in ("speed", "pitch"):
         m = means[("speech_meta_fw_pya", criterion)]
-        assert m[ORACLE] >= max(m[REAL], m[NOOP]), (criterion, m)
-        assert m[NOOP] <= min(m[ORACLE], m[REAL]), (criterion, m)
+        assert m[ORACLE] >= max(m[SYSTEM], m[NOOP]), (criterion, m)
+        assert m[NOOP] <= min(m[ORACLE], m[SYSTEM]), (criterion, m)
     # gender: noop's 0.25 s tone is classified arbitrarily and one male voice speaks every line
     m = means[("speech_meta_fw_pya", "gender")]
-    assert m[ORACLE] >= m[REAL], m
+    assert m[ORACLE] >= m[SYSTEM], m
 
 
-def test_asr_word_error_rate_on_piper(sweep: Path) -> None:
+def check_asr_word_error_rate_on_piper(sweep: Path) -> None:
     """The metric's own faster-whisper transcripts of the oracle's Piper-spoken reference lines
     against those lines (the plan the oracle gave Piper)."""
     plans = {}
@@ -151,13 +158,26 @@ def test_asr_word_error_rate_on_piper(sweep: Path) -> None:
     assert wer < WER_BOUND
 
 
-def test_plan_validity_rate(sweep: Path) -> None:
+def check_plan_validity_rate(sweep: Path) -> None:
     recs = [
         json.loads(x)
-        for x in (sweep / REAL / "plans.jsonl").read_text(encoding="utf-8").splitlines()
+        for x in (sweep / SYSTEM / "plans.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     valid = sum(1 for r in recs if r.get("failure") is None)
     rate = valid / len(recs)
     print(f"plan validity rate of planner=llamacpp: {rate:.2f} ({valid}/{len(recs)})")
     assert len(recs) == LIMIT
     assert rate > 0
+
+
+@pytest.mark.weights
+@pytest.mark.slow
+@NEEDS_REAL
+def test_demo_real_sanity(tmp_path: Path) -> None:
+    """One test runs the sweep and checks everything on it (a module fixture would run the
+    sweep once per pytest-xdist worker that gets one of several tests)."""
+    sweep = run_sweep(tmp_path)
+    check_real_metrics_score_ok(sweep)
+    check_oracle_first_noop_last(sweep)
+    check_asr_word_error_rate_on_piper(sweep)
+    check_plan_validity_rate(sweep)
