@@ -52,7 +52,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from omnistory_core.components import Component, ComponentError, current_examples
 from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
@@ -88,7 +88,7 @@ def footprint_gb(component: Any) -> float:
     nothing."""
     base = getattr(component, "_component", component)
     declared = getattr(base, "footprint_gb", 0.0)
-    value = declared() if callable(declared) else declared
+    value: Any = declared() if callable(declared) else declared
     try:
         return max(0.0, float(value or 0.0))
     except (TypeError, ValueError):
@@ -272,7 +272,7 @@ class PooledComponent(IsolatedComponent):
         super().__init__(component, python, store_root, env=env, timeout_s=timeout_s)
         self.pool_dir = Path(pool)
         self.lease_devices = list(devices)
-        self.spec_hash = _spec_hash(self)
+        self.spec_hash = _spec_hash(cast(Component, self))
         # unique on the machine (socket names are): the pool directory, the spec, the devices
         where = hashlib.sha256(str(self.pool_dir.resolve()).encode()).hexdigest()[:10]
         self.server_name = f"omnistory-{where}-{self.spec_hash}-{_safe('_'.join(devices))}"[:100]

@@ -115,13 +115,13 @@ def replica_of(
 
         isolated = isinstance(component, IsolatedComponent)
         return PooledComponent(
-            component._component if isolated else component,  # type: ignore[attr-defined]
-            component.python if isolated else sys.executable,  # type: ignore[attr-defined]
+            component._component if isolated else component,
+            component.python if isolated else sys.executable,
             store_root,
             warm,
             lease.devices,
-            env={**(component.env if isolated else {}), **lease.env()},  # type: ignore[attr-defined]
-            timeout_s=component.timeout_s if isolated else None,  # type: ignore[attr-defined]
+            env={**(component.env if isolated else {}), **lease.env()},
+            timeout_s=component.timeout_s if isolated else None,
         )
     if isinstance(component, IsolatedComponent):
         return IsolatedComponent(

@@ -103,7 +103,7 @@ class Serving:
             self.component, self.store, self.loaded_with = component, store, spec
         return {
             "ok": True,
-            "version": type(self.component).version,
+            "version": getattr(type(self.component), "version", None),
             "pid": os.getpid(),
             "python": sys.executable,
             "fresh": fresh,
