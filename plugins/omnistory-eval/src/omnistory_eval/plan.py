@@ -495,7 +495,7 @@ def print_run_plan(
 
     from omnistory_core.engine.dryrun import add_components, merge_plans, render_plan
     from omnistory_core.errors import ConfigError
-    from omnistory_eval.command import run_task
+    from omnistory_eval.task_runs import run_task
 
     settings = PlanSettings()
     selected = run_task(run_dir, task, outputs)
@@ -546,8 +546,8 @@ def _plan_task_run(
     settings: PlanSettings,
     planned: list[Path] | None = None,
 ) -> EvaluationPlan:
-    from omnistory_eval.command import check_scopes, task_evaluation_of
     from omnistory_eval.runner import task_units
+    from omnistory_eval.task_runs import check_scopes, task_evaluation_of
 
     evaluation = task_evaluation_of(
         task, run_dir, outputs=outputs, dataset=dataset, planned=planned
