@@ -57,10 +57,17 @@ def take_verbose(argv: list[str], *, anywhere: bool) -> list[str]:
 def _hydra_main() -> int:
     import hydra
 
-    from omnistory_core.app import explain_missing_configs, prepare_overrides, task
+    from omnistory_core.app import (
+        component_groups,
+        explain_missing_configs,
+        prepare_overrides,
+        task,
+    )
+    from omnistory_core.params import check_runner_overrides
     from omnistory_core.redaction import check_overrides
 
-    problem = check_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
+    overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
+    problem = check_overrides(overrides) or check_runner_overrides(overrides, component_groups())
     if problem:
         print(f"omnistory: {problem}", file=sys.stderr)
         return 2

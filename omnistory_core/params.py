@@ -371,6 +371,31 @@ def force_param_overrides(args: Sequence[str], groups: Sequence[str]) -> list[st
     return out
 
 
+#: the keys of a component group's ``runner`` node (how it runs: ``conf/config.yaml``)
+RUNNER_KEYS = ("python", "env", "timeout_s")
+
+
+def check_runner_overrides(args: Sequence[str], groups: Sequence[str]) -> str | None:
+    """One line for an override of a runner key that does not exist (``tts.runner.pyhton=...``),
+    with the known keys and a did-you-mean, or None.  Checked before Hydra composes, whose own
+    refusal is a multi-line "not in struct" error with exit 1."""
+    import difflib
+
+    for arg in args:
+        parsed = parse_param_override(arg, groups)
+        if parsed is None or parsed.key != "runner" or "." not in parsed.path:
+            continue
+        sub = parsed.path.split(".")[1]
+        if sub not in RUNNER_KEYS:
+            close = difflib.get_close_matches(sub, RUNNER_KEYS, n=1)
+            hint = f" (did you mean {parsed.group}.runner.{close[0]}?)" if close else ""
+            return (
+                f"{parsed.group}.runner.{sub}: not a runner setting; known:"
+                f" {', '.join(RUNNER_KEYS)}{hint}"
+            )
+    return None
+
+
 def describe(cls: type) -> list[dict[str, Any]] | None:
     """One row per parameter (name, type, default, doc, runtime, constraint), or None."""
     params = declared(cls)
@@ -383,7 +408,9 @@ __all__ = [
     "Param",
     "ParamError",
     "ParamOverride",
+    "RUNNER_KEYS",
     "check_declaration",
+    "check_runner_overrides",
     "config_node",
     "declared",
     "describe",

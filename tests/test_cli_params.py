@@ -185,3 +185,13 @@ def test_help_documents_verbose_and_parameters(tmp_path: Path) -> None:
     assert "traceback" in line
     assert "OMNISTORY_VERBOSE=1" in proc.stdout
     assert "GROUP.KEY=VALUE" in proc.stdout and "did-you-mean" in proc.stdout
+
+
+def test_a_mistyped_runner_key_is_one_line_before_hydra(tmp_path: Path) -> None:
+    done = run_cli("tts.runner.pyhton=/usr/bin/python3", *QUIET, cwd=tmp_path, env=CORE)
+    assert done.returncode == 2, done.stderr
+    assert_no_hydra_error(done.stderr)
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("omnistory:")]
+    assert "tts.runner.pyhton" in line and "known: python, env, timeout_s" in line
+    assert "did you mean tts.runner.python?" in line
+    assert not (tmp_path / "out").exists()
