@@ -158,18 +158,24 @@ def used_groups(cfg: DictConfig, task_generates: bool) -> tuple[dict[str, str], 
 
     The core's generation resolves the system exactly as :func:`run.generate.prepare_system`
     does (a default planner steps aside for a backbone, ...); a task with its own generation
-    builds what it chooses, so every group that names a component counts as used there."""
+    builds what it chooses, so every group that names a component counts as used there, except
+    a default (``default_choice``) the command line did not name."""
     from omnistory_core.engine.system import chosen, job_config, resolve_system
     from omnistory_core.plugins import load_plugins
     from omnistory_core.run.generate import named_on_command_line
 
     plain = job_config(cfg)
-    if task_generates:
-        names = {g: str(plain[g]["name"]) for g in component_groups() if chosen(plain.get(g))}
-        return names, " + ".join(f"{g}={n}" for g, n in names.items()) or "of this run"
     for group in named_on_command_line():
         if isinstance(plain.get(group), dict):
             plain[group].pop("default_choice", None)
+    if task_generates:
+        # the story-continuation defaults (default_choice) step aside for a task's own job
+        names = {
+            g: str(plain[g]["name"])
+            for g in component_groups()
+            if chosen(plain.get(g)) and not plain[g].get("default_choice")
+        }
+        return names, " + ".join(f"{g}={n}" for g, n in names.items()) or "of this run"
     system = resolve_system(plain, load_plugins())
     names = {g: str(node["name"]) for g, node in system.specs.items()}
     return names, " + ".join(f"{g}={n}" for g, n in names.items())

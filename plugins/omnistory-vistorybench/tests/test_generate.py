@@ -313,3 +313,19 @@ def test_a_sweep_validates_the_dataset_without_a_callback_error(tmp_path: Path) 
     done = run(tmp_path, "-m", "task=vistorybench", "system=copy_paste", "dataset=vistory_fixture")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "raised" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_parameter_of_a_group_the_job_does_not_build_is_refused(tmp_path: Path) -> None:
+    """The story-continuation default TTS steps aside here, so its parameter would be dropped."""
+    done = run_cli(
+        "task=vistorybench",
+        "system=copy_paste",
+        "dataset=vistory_fixture",
+        "tts.volume=50",
+        *QUIET,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "tts.volume=50" in done.stderr and "has no tts" in done.stderr
+    job = job_dir(tmp_path, "copy_paste")  # Hydra's own .hydra/ only: no image, no manifest
+    assert not (job / "manifest.json").exists() and not (job / "outputs").exists()
