@@ -290,7 +290,16 @@ def evaluate_and_summarize(run_dir: Path, **kwargs: Any) -> tuple[int, Path | No
     try:
         run = evaluate_run(run_dir, **kwargs)
     except PreflightFailed as exc:
-        _console(stderr=True).print(problems_table(exc.problems))
+        console = _console(stderr=True)
+        if console.width >= 120:
+            console.print(problems_table(exc.problems))
+        else:  # a narrow table cuts the settings to copy: one plain line per problem instead
+            for p in exc.problems:
+                print(
+                    f"omnistory evaluate: {p.evaluator}: {p.check} {p.target}: {p.detail}"
+                    f" -> {p.remedy}",
+                    file=sys.stderr,
+                )
         print(
             f"omnistory evaluate: {exc}; nothing was scored. Fix them, or pass --allow-partial "
             "to score with the evaluators that can run.",
