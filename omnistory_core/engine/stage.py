@@ -611,6 +611,7 @@ def run_stage(
     load_failure: str = "record",
     cache_only: bool = False,
     devices: StageDevices | None = None,
+    on_result: Callable[[list[int], CallRecord | Failure], None] | None = None,
 ) -> dict[int, CallRecord | Failure]:
     """Compute (or fetch) the component's result for every item.
 
@@ -625,6 +626,8 @@ def run_stage(
     this run (not stored); ``raise`` raises :class:`ComponentUnavailable` instead.
     ``cache_only``: raise :class:`CacheMiss` instead of computing anything.
     ``devices``: run the calls on replicas on other devices when it ``wants`` the component.
+    ``on_result(indices, result)``: told of each call's final result as it lands (the indices of
+    :func:`call_units`' calls it answers), so a caller can start on it before the stage ends.
 
     Calls are claimed a batch at a time (the key locks of one ``batch_size`` chunk), so several
     processes sharing the store -- jobs of a sweep, or replicas of this stage on other devices --
@@ -640,6 +643,7 @@ def run_stage(
     stage = StageRun(
         lazy, store, mode, derived_failure, advance or (lambda n: None), load_failure, sizes
     )
+    stage.on_result = on_result
     for item in units.items:
         stage.add(item)
     pending: list[str] = []
@@ -702,6 +706,8 @@ class StageRun:
         self.load_error: Failure | None = None
         self._claim_lock = threading.Lock()
         self._result_lock = threading.RLock()
+        #: told of each final result as it lands (see :func:`run_stage`)
+        self.on_result: Callable[[list[int], CallRecord | Failure], None] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -711,6 +717,8 @@ class StageRun:
         if item.blocked_by is not None:
             self.results[item.index] = item.blocked_by
             self.advance(1)
+            if self.on_result is not None:
+                self.on_result([item.index], item.blocked_by)
             return
         key = item.key or item_key(self.component, item.inputs or {})
         self.keyed.setdefault(key, []).append(item.index)
@@ -734,6 +742,8 @@ class StageRun:
                 if record.status != "ok":
                     self.stats.failures += 1
             self.advance(sum(self.sizes.get(index, 1) for index in self.keyed[key]))
+        if self.on_result is not None:
+            self.on_result(list(self.keyed[key]), record)
 
     def count_load(self) -> None:
         with self._result_lock:

@@ -24,7 +24,7 @@ then runs derives each only once, and again only where a record changed in betwe
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -444,6 +444,32 @@ class JobWalk:
                 media[STAGE_MODALITY[group]] = {ex.index: answers[ex.index] for ex in self.examples}
         return Walked(plans, text, media)
 
+    # -- an expert's stage before the source stage is done ---------------------------------------
+    def source_stage(self) -> Stage:
+        """The job's first stage (the one :meth:`stages` yields first), to run in waves with."""
+        return self._source_stage()
+
+    def ready(self, group: str, done: Iterable[int]) -> list[StoryExample]:
+        """The examples the expert of ``group`` can be called on once the source records of the
+        examples ``done`` exist: each of them, or for a group-unit expert the members of groups
+        all of whose examples are done (a group call's key covers every member)."""
+        done = set(done)
+        if unit_of(self.components[group]) != "group":
+            return [ex for ex in self.examples if ex.index in done]
+        pending = {self._group_of(ex) for ex in self.examples if ex.index not in done}
+        return [ex for ex in self.examples if self._group_of(ex) not in pending]
+
+    def wave(self, group: str, answers: Answers, examples: list[StoryExample]) -> Stage:
+        """The stage of the expert of ``group`` over ``examples`` only, from their source records
+        ``answers`` (per example index): the items, keys and inputs :meth:`stages` gives those
+        examples once the whole source stage is done, so computing a wave now and the rest
+        later makes exactly the calls of the full stage (start sooner,
+        :func:`omnistory_core.engine.job.run_job`).  No stats are counted here: the full walk
+        counts each refused plan once."""
+        source = self._source_stage()
+        plans, text, _native = self._plans(source, answers, None, examples)
+        return self._expert_stage(group, plans, text, source.outputs, examples)
+
     # -- what is derived once ----------------------------------------------------------------
     def _once(self, slot: tuple[Any, ...], inputs: Any, make: Callable[[], T]) -> T:
         """``make()``, or what it made for ``slot`` before from equal ``inputs``."""
@@ -515,7 +541,11 @@ class JobWalk:
 
     # -- the source's records -> plans -----------------------------------------------------------
     def _plans(
-        self, source: Stage, answers: Answers, stats: Mapping[str, ComponentStats] | None
+        self,
+        source: Stage,
+        answers: Answers,
+        stats: Mapping[str, ComponentStats] | None,
+        examples: list[StoryExample] | None = None,
     ) -> tuple[
         dict[int, PlanOutcome],
         dict[int, str | Failure],
@@ -527,7 +557,7 @@ class JobWalk:
         }
         plans: dict[int, PlanOutcome] = {}
         text: dict[int, str | Failure] = {}
-        for ex in self.examples:
+        for ex in self.examples if examples is None else examples:
             record = answers[ex.index]
             key, position = source.calls[ex.index]
             if record is None:  # still to make: assume it succeeds
@@ -557,17 +587,17 @@ class JobWalk:
         plans: Mapping[int, PlanOutcome],
         text: Mapping[int, str | Failure],
         upstream: Mapping[int, str],
+        examples: list[StoryExample] | None = None,
     ) -> Stage:
-        """The stage of the expert of ``group`` on the plans; ``upstream``: per example, the name
-        of the source call's output its plan comes from."""
-        items = [
-            self._expert_item(group, ex, plans[ex.index], text[ex.index]) for ex in self.examples
-        ]
+        """The stage of the expert of ``group`` on the plans (of ``examples``, default all);
+        ``upstream``: per example, the name of the source call's output its plan comes from."""
+        examples = self.examples if examples is None else examples
+        items = [self._expert_item(group, ex, plans[ex.index], text[ex.index]) for ex in examples]
 
         def symbolic() -> list[StageItem]:
             return [
                 self._symbolic_item(group, ex, upstream[ex.index])
-                for ex in self.examples
+                for ex in examples
                 if ex.index in upstream
             ]
 

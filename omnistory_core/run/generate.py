@@ -172,6 +172,7 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
                 stats=stats,
                 on_expert_keys=tracker.resolve if tracker is not None else None,
                 walk=walk,
+                start_sooner=bool(cfg.engine.get("start_sooner", True)),
             )
         state = "done"
     finally:
