@@ -9,6 +9,10 @@
   (:mod:`omnistory_core.engine.devices`): every GPU stage of every job runs on replicas on the
   devices free at the time, so jobs that share a component split its calls through the store's
   locks and no device idles while calls remain (:mod:`omnistory_core.engine.replicas`).
+* With the sweep's warm pool (``engine.warm_pool``), a loaded model that none of the jobs not yet
+  finished needs is shut down as soon as the last job that needed it ends
+  (:func:`omnistory_core.engine.pool.release_unneeded`), its device's memory back for the
+  others, rather than at the idle timeout or the sweep's end.
 * A job whose process is killed (``kill -9``, the out-of-memory killer) is started again, up to
   ``hydra.launcher.restarts`` times; it recomputes only the calls it had not stored.  A job still
   killed after that is recorded like a job with a configuration error (``<job>/job_error.json``):
@@ -71,6 +75,8 @@ class OmnistoryLauncher(Launcher):
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
+        #: per job index: the warm-pool specs it needs (None: not known), see :meth:`_plan_jobs`
+        self.needs: dict[int, set[str] | None] = {}
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -91,7 +97,7 @@ class OmnistoryLauncher(Launcher):
             devices = []  # every job says why in its job_error.json
         n = parallel_jobs(self.jobs, devices)
         job_overrides = self._distinct_system_ids(job_overrides)
-        self._plan_progress(job_overrides, initial_job_idx)
+        self.needs = self._plan_jobs(job_overrides, initial_job_idx)
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
@@ -127,33 +133,60 @@ class OmnistoryLauncher(Launcher):
             for n, overrides in enumerate(jobs)
         ]
 
-    def _plan_progress(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
-        """Give the sweep's progress view every job's calls before any job starts, so its "to
+    def _plan_jobs(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> dict[int, set[str] | None]:
+        """Before any job starts: give the sweep's progress view every job's calls, so its "to
         do" and ETA cover the whole sweep from the first second (each job plans itself again
-        when it starts; a job that cannot be planned here says why when it runs)."""
+        when it starts; a job that cannot be planned here says why when it runs), and, with the
+        warm pool, find the pooled components each job needs (None: not known, a job whose
+        config does not resolve here)."""
         from omnistory_core.engine.job import MediaHasher
         from omnistory_core.engine.sweep_progress import announce_jobs, write_job_plan
-        from omnistory_core.run.generate import plan_for_progress
+        from omnistory_core.run.generate import plan_for_progress, pooled_specs, prepare_system
 
         assert self.config is not None and self.hydra_context is not None
         sweep_dir = str(self.config.hydra.sweep.dir)
         announce_jobs(sweep_dir, initial_job_idx + len(job_overrides))
-        if not bool(self.config.engine.get("progress")) or bool(self.config.engine.get("dry_run")):
-            return
+        plan = bool(self.config.engine.get("progress")) and not bool(
+            self.config.engine.get("dry_run")
+        )
+        pooled = _warm_pool() is not None
+        needs: dict[int, set[str] | None] = {}
+        if not plan and not pooled:
+            return needs
         media = MediaHasher()  # each dataset file hashed once for all jobs
         for n, overrides in enumerate(job_overrides):
             idx = initial_job_idx + n
+            needs[idx] = None
             try:
                 config = self.hydra_context.config_loader.load_sweep_config(
                     self.config, list(overrides)
                 )
                 with open_dict(config):  # the job's own config, as run_job gives it the task
                     del config["hydra"]
-                planned = plan_for_progress(config, media)
+                prepared = prepare_system(config)
+                if pooled:
+                    needs[idx] = pooled_specs(config, prepared)
+                if plan:
+                    write_job_plan(sweep_dir, idx, plan_for_progress(config, media, prepared))
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
-                log.debug("job #%d not planned for the progress view: %s", idx, exc)
-                continue
-            write_job_plan(sweep_dir, idx, planned)
+                log.debug("job #%d not planned before the sweep: %s", idx, exc)
+        return needs
+
+    def _release_unneeded(self, remaining: Sequence[int]) -> None:
+        """Shut down the warm pool's models that none of the jobs ``remaining`` (not yet
+        finished) needs; nothing while one of them has needs not known."""
+        pool = _warm_pool()
+        needs = getattr(self, "needs", {})
+        if pool is None or any(needs.get(idx) is None for idx in remaining):
+            return
+        from omnistory_core.engine.pool import release_unneeded
+
+        needed: set[str] = set()
+        for idx in remaining:
+            needed |= needs[idx] or set()
+        release_unneeded(pool, needed)
 
     # -- one job after another, in this process ------------------------------------------------
     def _in_process(
@@ -167,7 +200,17 @@ class OmnistoryLauncher(Launcher):
         basic.setup(
             hydra_context=self.hydra_context, task_function=self.task_function, config=self.config
         )
-        return basic.launch(job_overrides, initial_job_idx)
+        if _warm_pool() is None or not getattr(self, "needs", None):
+            return basic.launch(job_overrides, initial_job_idx)
+        # one job at a time through the basic launcher, so that between two jobs the pool lets
+        # go of the models no later job needs
+        runs: list[JobReturn] = []
+        end = initial_job_idx + len(job_overrides)
+        for n, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + n
+            runs.extend(basic.launch([overrides], idx))
+            self._release_unneeded(range(idx + 1, end))
+        return runs
 
     # -- n jobs at once, each in a fresh process ------------------------------------------------
     def _parallel(
@@ -257,6 +300,8 @@ class OmnistoryLauncher(Launcher):
                     else:
                         results[idx] = self._lost(idx, overrides, code, starts[idx])
                     (work / f"job-{idx}.pkl").unlink(missing_ok=True)
+                    if idx in results:  # finished: its models may go, if no other job needs them
+                        self._release_unneeded([i for i, _ in queue] + list(running))
         finally:
             for proc, _ in running.values():  # the sweep itself was interrupted
                 proc.terminate()
@@ -308,6 +353,14 @@ class OmnistoryLauncher(Launcher):
             status=JobStatus.COMPLETED,
             _return_value=None,
         )
+
+
+def _warm_pool() -> Path | None:
+    """The sweep's warm pool (:mod:`omnistory_core.engine.pool`) when this process owns one."""
+    from omnistory_core.engine.pool import POOL_ENV
+
+    value = os.environ.get(POOL_ENV)
+    return Path(value) if value else None
 
 
 def _exit_reason(code: int) -> str:

@@ -29,9 +29,12 @@ The pool lives in a directory of the sweep (``<sweep>/.pool``, the environment v
 ``<name>.json`` (pid, socket address, component, devices, footprint) and ``<name>.alive`` (a
 ``flock`` the server holds while it lives: a registration whose lock is free is stale), and
 ``loads.jsonl``, one line per model load (component, devices, pid, seconds), which the sweep sums
-into ``sweep_stats.json``.  A server exits when its sweep's process is gone, after
-``engine.pool_idle_s`` without a client, or when asked to (the end of the sweep, or room for
-another component).
+into ``sweep_stats.json``, and ``released.jsonl``, one line per server shut down because no job
+still to finish needs its component (:func:`release_unneeded`).  A server exits when its sweep's
+process is gone, after ``engine.pool_idle_s`` without a client, or when asked to: the end of the
+sweep, room for another component, or when the sweep's launcher sees that none of the jobs not
+yet finished needs it (each job's pooled components by :func:`component_spec`; their servers are
+idle then, since a job that needs one is among those jobs).
 """
 
 from __future__ import annotations
@@ -64,11 +67,14 @@ log = logging.getLogger("omnistory")
 __all__ = [
     "POOL_ENV",
     "PooledComponent",
+    "component_spec",
     "footprint_gb",
     "load_seconds",
     "loads_by_device",
     "open_pool",
     "pool_settings",
+    "release_unneeded",
+    "released",
     "serves_here",
     "shutdown_pool",
     "warm_devices",
@@ -78,6 +84,7 @@ __all__ = [
 POOL_ENV = "OMNISTORY_POOL"
 SETTINGS = "pool.json"
 LOADS = "loads.jsonl"
+RELEASED = "released.jsonl"
 #: how long a client waits for a server it started to listen (its model load comes after)
 START_TIMEOUT_S = 120.0
 
@@ -214,6 +221,77 @@ def shutdown_pool(pool: str | Path, timeout_s: float = 30.0) -> None:
         if _alive(pool, entry["name"]):
             with contextlib.suppress(OSError):
                 os.kill(int(entry["pid"]), signal.SIGKILL)
+
+
+def component_spec(component: Component) -> str:
+    """What the pool calls the server a job's replica of ``component`` connects to (without its
+    devices): the spec :class:`PooledComponent` computes for it, so that a sweep can tell which
+    servers the jobs it has not finished will need."""
+    if isinstance(component, IsolatedComponent):
+        env = dict(component.env)
+        return _spec_hash(cast(Component, _Spec(component._component, component.python, env)))
+    return _spec_hash(cast(Component, _Spec(component, sys.executable, {})))
+
+
+class _Spec:
+    """A component as :func:`_spec_hash` reads a replica of it."""
+
+    def __init__(self, component: Component, python: str, env: dict[str, str]):
+        self._component = component
+        self.python = python
+        self.env = env
+
+
+def release_unneeded(pool: str | Path, needed: set[str]) -> list[dict[str, Any]]:
+    """Shut down every server of ``pool`` whose spec (:func:`component_spec`) is not in
+    ``needed`` -- what the sweep's jobs still to finish use -- freeing its devices' memory now
+    rather than at the idle timeout; each is noted in ``released.jsonl``.  The servers
+    released."""
+    pool = Path(pool)
+    if not (pool / SETTINGS).exists():
+        return []
+    idle = [e for e in _servers(pool) if e["spec"] not in needed]
+    for entry in idle:
+        log.info(
+            "warm pool: shutting down %s on device(s) %s: no remaining job needs it",
+            entry["component"],
+            ",".join(entry["devices"]),
+        )
+        _stop(entry)
+    deadline = time.monotonic() + 30.0
+    for entry in idle:
+        while _alive(pool, entry["name"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        note = {
+            "component": entry["component"],
+            "devices": entry["devices"],
+            "pid": entry["pid"],
+            "stopped": not _alive(pool, entry["name"]),
+            "time": time.time(),
+        }
+        _append(pool / RELEASED, note)
+    return idle
+
+
+def released(pool: str | Path) -> list[dict[str, Any]]:
+    """The servers the sweep shut down because no remaining job needed them, in order."""
+    path = Path(pool) / RELEASED
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(dict(json.loads(line)))
+    return out
+
+
+def _append(path: Path, entry: dict[str, Any]) -> None:
+    """One JSON line appended in one short write (lines of concurrent processes never mix)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def _stop(entry: dict[str, Any]) -> None:
@@ -619,21 +697,14 @@ def _session(conn: socket.socket, state: Any, pool: Path, entry: dict[str, Any])
 
 
 def _note_load(pool: Path, entry: dict[str, Any], seconds: float) -> None:
-    line = json.dumps(
-        {
-            "component": entry["component"],
-            "devices": entry["devices"],
-            "pid": os.getpid(),
-            "seconds": round(seconds, 3),
-            "time": time.time(),
-        }
-    )
-    # one short write to an O_APPEND file: lines of concurrent servers never mix
-    fd = os.open(pool / LOADS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
+    note = {
+        "component": entry["component"],
+        "devices": entry["devices"],
+        "pid": os.getpid(),
+        "seconds": round(seconds, 3),
+        "time": time.time(),
+    }
+    _append(pool / LOADS, note)
 
 
 def main(argv: list[str] | None = None) -> int:

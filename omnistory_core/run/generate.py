@@ -111,16 +111,37 @@ def prepare_system(cfg: DictConfig) -> PreparedSystem:
     return PreparedSystem(registry, plain_cfg, system, spec, examples, fingerprint, components)
 
 
-def plan_for_progress(cfg: DictConfig, media: Any = None) -> dict[str, list[str]]:
+def plan_for_progress(
+    cfg: DictConfig, media: Any = None, prepared: PreparedSystem | None = None
+) -> dict[str, list[str]]:
     """The calls a job of ``cfg`` will make, per component, as the sweep's progress view counts
-    them (a launcher plans every job of a sweep with it before starting any)."""
+    them (a launcher plans every job of a sweep with it before starting any).  ``prepared``:
+    the job's :func:`prepare_system`, when the caller has it already."""
     from omnistory_core.engine.dryrun import ReadOnlyStore, planned_calls
     from omnistory_core.engine.job import job_walk
 
-    prepared = prepare_system(cfg)
+    prepared = prepared or prepare_system(cfg)
     store = ReadOnlyStore(Path(cfg.engine.store).resolve())
     walk = job_walk(prepared.examples, prepared.components, media)
     return planned_calls(walk, store, cfg.engine.retry_failures)
+
+
+def pooled_specs(cfg: DictConfig, prepared: PreparedSystem) -> set[str]:
+    """The warm-pool servers a job of ``cfg`` may use: the spec
+    (:func:`~omnistory_core.engine.pool.component_spec`) of each of its components that runs on
+    devices, as isolated as the job runs it (``runner.python``).  A sweep keeps a server loaded
+    while a job still to finish needs it."""
+    from omnistory_core.engine.devices import gpus_needed
+    from omnistory_core.engine.isolation import maybe_isolate
+    from omnistory_core.engine.pool import component_spec
+
+    store_root = Path(cfg.engine.store).resolve()
+    specs = set()
+    for group, node in prepared.system.specs.items():
+        component = maybe_isolate(prepared.components[group], node.get("runner"), store_root)
+        if gpus_needed(component) > 0:
+            specs.add(component_spec(component))
+    return specs
 
 
 def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:

@@ -79,3 +79,29 @@ def test_experts_start_before_planning_ends_with_the_stage_major_outputs(tmp_pat
     for root in (sooner, later):
         loads = Counter((e["component"], e["devices"]) for e in lines(root / "loads.jsonl"))
         assert loads == Counter({("image/kontext", "0"): 1, ("tts/parler", "0"): 1}), loads
+
+
+def test_a_model_no_remaining_job_needs_is_released_before_the_sweep_ends(tmp_path: Path) -> None:
+    """One device, one job after another: image=kontext only in the first job, so its server
+    is shut down when that job ends, while the second job still runs; each (model, device) pair
+    is loaded once all the same."""
+    grid = ("-m", "planner=claude", "image=kontext,dev", "tts=parler")
+    _sweep(tmp_path, "engine.devices=[0]", grid=grid)
+    pool = tmp_path / "out/sweeps/demo/.pool"
+    released = lines(pool / "released.jsonl")
+    kontext = [r for r in released if r["component"] == "image/kontext"]
+    assert len(kontext) == 1 and kontext[0]["stopped"], released
+    calls = lines(tmp_path / "calls.jsonl")
+    dev_calls = [c["end"] for c in calls if c["component"] == "image/dev"]
+    assert len(dev_calls) == LIMIT
+    # released between the jobs: before the second job's image calls, not at the sweep's end
+    assert kontext[0]["time"] < min(dev_calls), (kontext, sorted(dev_calls))
+    # the models the second job needed stayed until it ended (the last job: then all go)
+    for entry in released:
+        if entry["component"] != "image/kontext":
+            assert entry["time"] > max(c["end"] for c in calls), entry
+    loads = Counter((e["component"], e["devices"]) for e in lines(tmp_path / "loads.jsonl"))
+    assert loads == Counter({(c, "0"): 1 for c in ("image/kontext", "image/dev", "tts/parler")})
+    assert json.loads((tmp_path / "out/sweeps/demo/sweep_stats.json").read_text())[
+        "loads_by_device"
+    ] == {c: {"0": 1} for c in ("image/dev", "image/kontext", "tts/parler")}
