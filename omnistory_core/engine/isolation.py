@@ -15,6 +15,7 @@ import os
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,7 +47,17 @@ class WorkerDied(ComponentError):
 
 
 class IsolatedComponent:
-    """Looks like the wrapped component to the engine; executes it in a worker process."""
+    """Looks like the wrapped component to the engine; executes it in a worker process.
+
+    The worker protocol (one JSON request per line, one reply per line: ``load``, ``run``,
+    ``shutdown``) is written here once: the load request and its version check, a ``run``
+    request of a batch and its reply, a bounded wait for a reply.  How the lines travel is the
+    transport's (:meth:`_running`, :meth:`_send`, :meth:`_receive`, :meth:`_kill`,
+    :meth:`_died`): here a child process's stdin/stdout; a warm pool's server
+    (:class:`omnistory_core.engine.pool.PooledComponent`) a socket."""
+
+    #: what the transport's messages call the other end
+    PEER = "worker"
 
     def __init__(
         self,
@@ -72,7 +83,7 @@ class IsolatedComponent:
     def worker_pid(self) -> int | None:
         return self._proc.pid if self._proc and self._proc.poll() is None else None
 
-    # -- process management ---------------------------------------------------------------
+    # -- the protocol (every transport) ----------------------------------------------------
     def preflight(self) -> None:
         """The interpreter exists.  The component's own check is not run here: its packages live
         in the other environment, so a problem there shows when the worker loads it."""
@@ -83,8 +94,92 @@ class IsolatedComponent:
                 f"{self._component.name}`"
             )
 
+    def _load_request(self) -> dict[str, Any]:
+        """The request that makes the worker load the component (or find it loaded)."""
+        return {
+            "op": "load",
+            "kind": self._component.kind,
+            "name": self._component.name,
+            "params": self._component.params,
+            "store": self.store_root,
+        }
+
+    def _check_version(self, reply: dict[str, Any]) -> None:
+        """A worker whose environment has another version of the component would make other
+        outputs under the same keys: refused, disconnected."""
+        if reply.get("version") != self._component.version:
+            self.unload()
+            raise ComponentError(
+                f"{self._component.key()}: the worker environment has version"
+                f" {reply.get('version')!r}, this environment {self._component.version!r};"
+                " reinstall the plugin in both"
+            )
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One request and its reply; a worker that does not answer within ``timeout_s`` is
+        killed (its batch fails as :class:`WorkerDied`)."""
+        if not self._running():
+            raise WorkerDied(f"{self.PEER} is not running")
+        try:
+            self._send(json.dumps(message, ensure_ascii=False) + "\n")
+        except OSError as exc:  # BrokenPipeError included
+            raise self._died(f"could not write to {self.PEER}: {exc}") from None
+        timer = None
+        if self.timeout_s:
+            timer = threading.Timer(float(self.timeout_s), self._kill())
+            timer.start()
+        try:
+            line = self._receive()
+        finally:
+            if timer:
+                timer.cancel()
+        if not line:
+            raise self._died(f"{self.PEER} exited")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ComponentError(f"worker error: {reply.get('error')}")
+        return dict(reply)
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        if not self._running():
+            self._start()  # restart after a crash
+        payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
+        request: dict[str, Any] = {"op": "run", "items": payload}
+        examples = current_examples()
+        if len(examples) == len(items):  # the worker tells its component, as the engine does
+            request["examples"] = list(examples)
+        try:
+            reply = self._request(request)
+        except WorkerDied as exc:
+            return [exc] * len(items)
+        return [
+            Encoded(r["status"], r["output"], r["failure"], r["usage"]) for r in reply["results"]
+        ]
+
+    # -- the transport: a child process's stdin and stdout ------------------------------------
+    def _running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _send(self, line: str) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        proc.stdin.write(line)
+        proc.stdin.flush()
+
+    def _receive(self) -> str:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        return proc.stdout.readline()
+
+    def _kill(self) -> Callable[[], None]:
+        """What ends a worker that does not answer (bound now: it may be replaced meanwhile)."""
+        proc = self._proc
+        assert proc is not None
+        return proc.kill
+
     def _start(self) -> None:
         self.preflight()
+        self._proc = None
         env = {
             **os.environ,
             **self.env,
@@ -104,53 +199,12 @@ class IsolatedComponent:
         self.starts += 1
         proc = self._proc
         threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
-        reply = self._request(
-            {
-                "op": "load",
-                "kind": self._component.kind,
-                "name": self._component.name,
-                "params": self._component.params,
-                "store": self.store_root,
-            }
-        )
-        if reply.get("version") != self._component.version:
-            self.unload()
-            raise ComponentError(
-                f"{self._component.key()}: the worker environment has version"
-                f" {reply.get('version')!r}, this environment {self._component.version!r};"
-                " reinstall the plugin in both"
-            )
+        self._check_version(self._request(self._load_request()))
 
     def _drain(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             self._stderr.append(line.rstrip())
-
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            raise WorkerDied("worker is not running")
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise self._died(f"could not write to worker: {exc}") from None
-        timer = None
-        if self.timeout_s:
-            timer = threading.Timer(float(self.timeout_s), proc.kill)
-            timer.start()
-        try:
-            line = proc.stdout.readline()
-        finally:
-            if timer:
-                timer.cancel()
-        if not line:
-            raise self._died("worker exited")
-        reply = json.loads(line)
-        if not reply.get("ok"):
-            raise ComponentError(f"worker error: {reply.get('error')}")
-        return reply
 
     def _died(self, what: str) -> WorkerDied:
         proc = self._proc
@@ -161,25 +215,8 @@ class IsolatedComponent:
 
     # -- component API ----------------------------------------------------------------------
     def load(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+        if not self._running():
             self._start()
-
-    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = None
-            self._start()  # restart after a crash
-        payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
-        request: dict[str, Any] = {"op": "run", "items": payload}
-        examples = current_examples()
-        if len(examples) == len(items):  # the worker tells its component, as the engine does
-            request["examples"] = list(examples)
-        try:
-            reply = self._request(request)
-        except WorkerDied as exc:
-            return [exc] * len(items)
-        return [
-            Encoded(r["status"], r["output"], r["failure"], r["usage"]) for r in reply["results"]
-        ]
 
     def unload(self) -> None:
         proc, self._proc = self._proc, None

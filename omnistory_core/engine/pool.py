@@ -54,13 +54,12 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, cast
 
-from omnistory_core.components import Component, ComponentError, current_examples
+from omnistory_core.components import Component
 from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
-from omnistory_core.engine.stage import Encoded
-from omnistory_core.engine.worker import encode_value
 
 log = logging.getLogger("omnistory")
 
@@ -335,7 +334,11 @@ def _safe(text: str) -> str:
 # -- the client -----------------------------------------------------------------------------------
 class PooledComponent(IsolatedComponent):
     """A replica that is a pool server: connects to the warm one of its component on its devices,
-    or starts it.  The caller holds the devices' lease for as long as it is connected."""
+    or starts it.  The caller holds the devices' lease for as long as it is connected.  The
+    worker protocol (requests, replies, the version check, a batch) is
+    :class:`IsolatedComponent`'s; this is its transport over the server's socket."""
+
+    PEER = "pool server"
 
     def __init__(
         self,
@@ -371,22 +374,6 @@ class PooledComponent(IsolatedComponent):
             return self.fresh
         return False
 
-    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
-        if self._conn is None:
-            self._start()  # the server died: start one in its place
-        payload = [{k: encode_value(v) for k, v in item.items()} for item in items]
-        request: dict[str, Any] = {"op": "run", "items": payload}
-        examples = current_examples()
-        if len(examples) == len(items):  # the server tells its component, as the engine does
-            request["examples"] = list(examples)
-        try:
-            reply = self._request(request)
-        except WorkerDied as exc:
-            return [exc] * len(items)
-        return [
-            Encoded(r["status"], r["output"], r["failure"], r["usage"]) for r in reply["results"]
-        ]
-
     def unload(self) -> None:
         """Disconnect; the server stays loaded for the next job (it is the pool's to stop)."""
         conn, self._conn = self._conn, None
@@ -413,13 +400,7 @@ class PooledComponent(IsolatedComponent):
 
     def _start(self) -> None:
         self.preflight()
-        load = {
-            "op": "load",
-            "kind": self._component.kind,
-            "name": self._component.name,
-            "params": self._component.params,
-            "store": self.store_root,
-        }
+        load = self._load_request()
         reply = None
         entry = self._registration()
         if entry is not None and self._connect(entry):
@@ -437,13 +418,7 @@ class PooledComponent(IsolatedComponent):
             if not self._connect(entry):
                 raise WorkerDied(f"{self._component.key()}: could not connect to its pool server")
             reply = self._request(load)
-        if reply.get("version") != self._component.version:
-            self.unload()
-            raise ComponentError(
-                f"{self._component.key()}: the worker environment has version"
-                f" {reply.get('version')!r}, this environment {self._component.version!r};"
-                " reinstall the plugin in both"
-            )
+        self._check_version(reply)
         self.fresh = bool(reply.get("fresh", True))
 
     def _connect(self, entry: dict[str, Any]) -> bool:
@@ -532,33 +507,24 @@ class PooledComponent(IsolatedComponent):
             f" {proc.poll()}); log: {tail}"
         )
 
-    # -- the protocol ---------------------------------------------------------------------------
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        conn, reader = self._conn, self._reader
-        if conn is None or reader is None:
-            raise WorkerDied("pool server is not connected")
+    # -- the transport: the server's socket -------------------------------------------------------
+    def _running(self) -> bool:
+        return self._conn is not None and self._reader is not None
+
+    def _send(self, line: str) -> None:
+        assert self._conn is not None
+        self._conn.sendall(line.encode("utf-8"))
+
+    def _receive(self) -> str:
+        assert self._reader is not None
         try:
-            conn.sendall((json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8"))
-        except OSError as exc:
-            raise self._died(f"could not write to its pool server: {exc}") from None
-        timer = None
-        if self.timeout_s and self._server_pid:
-            pid = self._server_pid
-            timer = threading.Timer(float(self.timeout_s), lambda: _kill(pid))
-            timer.start()
-        try:
-            line = reader.readline()
+            return self._reader.readline()
         except OSError:
-            line = ""
-        finally:
-            if timer:
-                timer.cancel()
-        if not line:
-            raise self._died("pool server exited")
-        reply = json.loads(line)
-        if not reply.get("ok"):
-            raise ComponentError(f"worker error: {reply.get('error')}")
-        return dict(reply)
+            return ""
+
+    def _kill(self) -> Callable[[], None]:
+        pid = self._server_pid
+        return (lambda: _kill(pid)) if pid else (lambda: None)
 
     def _died(self, what: str) -> WorkerDied:
         pid = self._server_pid
