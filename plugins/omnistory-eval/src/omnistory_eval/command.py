@@ -11,6 +11,12 @@ Before scoring anything, every requested evaluator is checked (package, weights,
 problems are listed together with their remedies and nothing is scored (exit status 2) unless
 ``--allow-partial``.  The run ends with rows per status for each evaluator; it exits 1 while any
 ``error`` row (an evaluator that could not answer) remains — the next run recomputes those.
+
+Evaluation uses the devices generation used: ``engine.devices`` (and ``engine.device_locks``) as
+the job manifests of RUN_DIR recorded them, or as given on the command line
+(``engine.devices=[0,1,2,3]``, ``engine.devices=none``).  With two devices or more, every metric
+and judge that needs a GPU scores on replicas spread over the free devices, still one stage per
+evaluator over the whole sweep (:func:`omnistory_eval.runner.score_units`).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +75,67 @@ def default_run_dir(outputs: Path) -> Path:
     return outputs.with_name(f"{outputs.name}-evaluation")
 
 
+#: the ``engine.*`` options ``evaluate`` takes as positional ``KEY=VALUE`` arguments
+ENGINE_OPTIONS = ("engine.devices", "engine.device_locks")
+
+
+def split_engine_options(values: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The positional arguments without the ``engine.devices=...`` / ``engine.device_locks=...``
+    options, and those options (key without ``engine.``; values read as YAML: ``[0,1]``)."""
+    import yaml
+
+    rest: list[str] = []
+    engine: dict[str, Any] = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or key not in ENGINE_OPTIONS:
+            rest.append(value)
+            continue
+        try:
+            engine[key.split(".", 1)[1]] = yaml.safe_load(text) if text else None
+        except yaml.YAMLError as exc:
+            raise EvaluationInputError(f"{value}: not a YAML value: {exc}") from None
+    return rest, engine
+
+
+def recorded_engine(run_dir: Path) -> dict[str, Any]:
+    """``engine.devices`` and ``engine.device_locks`` as the first complete job manifest of
+    ``run_dir`` recorded them (its resolved config); {} when there is none (an outputs tree)."""
+    from omnistory_eval.runner import discover_manifests
+
+    for job in discover_manifests(run_dir):
+        config = job.manifest.get("config")
+        engine = config.get("engine") if isinstance(config, dict) else None
+        if isinstance(engine, dict):
+            return {k: engine[k] for k in ("devices", "device_locks") if k in engine}
+    return {}
+
+
+def evaluation_devices(
+    run_dir: Path,
+    evaluators: list[Any],
+    store_root: Path,
+    engine: dict[str, Any] | None = None,
+) -> Any:
+    """The device runner the evaluation's stages get (``StageDevices`` or None): from
+    ``engine`` (``devices``, ``device_locks``: the command line's or the sweep's settings), else
+    from what the job manifests of ``run_dir`` recorded, else ``auto`` (the config's default).
+    An evaluator needing more GPUs at once than there are is refused in one line."""
+    from omnistory_core.engine.devices import DeviceError
+    from omnistory_core.engine.replicas import stage_devices
+
+    settings = {**recorded_engine(run_dir), **{k: v for k, v in (engine or {}).items()}}
+    try:
+        return stage_devices(
+            settings.get("devices", "auto"),
+            settings.get("device_locks") or None,
+            store_root,
+            evaluators,
+        )
+    except DeviceError as exc:
+        raise EvaluationInputError(f"evaluate: {exc}") from None
+
+
 def _write_results(
     run_dir: Path, result: Any, naive_items: int, units: dict[str, int] | None = None
 ) -> Path:
@@ -109,6 +178,7 @@ def evaluate_task_run(
     allow_partial: bool = False,
     outputs: Path | None = None,
     dataset: dict[str, Any] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """:func:`evaluate_run` for a task with its own ``evaluation``: its units per scope, each
     evaluator over those of its scope."""
@@ -126,6 +196,7 @@ def evaluate_task_run(
     problems = preflight(evaluators)
     if problems and not allow_partial:
         raise PreflightFailed(problems)
+    devices = evaluation_devices(run_dir, evaluators, store.root, engine)
     with progress_bars(progress_enabled) as progress:
         result = evaluate_task(
             evaluation,
@@ -134,6 +205,7 @@ def evaluate_task_run(
             progress=progress,
             retry_failures=retry_failures,
             blocked=causes_by_evaluator(problems),
+            devices=devices,
         )
     counts = {scope: len(found) for scope, found in units.items()}
     scores_path = _write_results(run_dir, result, counts.get("item", 0), counts)
@@ -153,11 +225,13 @@ def evaluate_run(
     task: str | None = None,
     outputs: Path | None = None,
     dataset: dict[str, Any] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """Pre-flight, then score.  Raises :class:`~.preflight.PreflightFailed` (nothing scored) when
     an evaluator cannot run, unless ``allow_partial``: then the others are scored and the ones
     that cannot run get ``error`` rows.  ``task``, ``outputs`` and ``dataset``: see
-    :func:`run_task` and :func:`task_evaluation_of` (a task with its own ``evaluation``)."""
+    :func:`run_task` and :func:`task_evaluation_of` (a task with its own ``evaluation``).
+    ``engine``: ``devices`` / ``device_locks`` to score on (see :func:`evaluation_devices`)."""
     selected = run_task(run_dir, task, outputs)
     if selected.evaluation is not None:
         return evaluate_task_run(
@@ -172,6 +246,7 @@ def evaluate_run(
             allow_partial=allow_partial,
             outputs=outputs,
             dataset=dataset,
+            engine=engine,
         )
     if outputs is not None:
         raise EvaluationInputError(
@@ -206,6 +281,7 @@ def evaluate_run(
     problems = preflight(evaluators)
     if problems and not allow_partial:
         raise PreflightFailed(problems)
+    devices = evaluation_devices(run_dir, evaluators, store.root, engine)
     with progress_bars(progress_enabled) as progress:
         result = evaluate_systems(
             systems,
@@ -215,6 +291,7 @@ def evaluate_run(
             progress=progress,
             retry_failures=retry_failures,
             blocked=causes_by_evaluator(problems),
+            devices=devices,
         )
     scores_path = _write_results(run_dir, result, len(systems) * len(examples))
     return EvaluationRun(scores_path, result.rows)
@@ -340,8 +417,9 @@ def split_positionals(values: list[str]) -> tuple[Path | None, dict[str, Any]]:
                 raise EvaluationInputError(f"{value}: not a YAML value: {exc}") from None
         else:
             raise EvaluationInputError(
-                f"{value}: evaluate takes dataset=NAME and dataset.KEY=VALUE options only (an"
-                " evaluator parameter is --set metric.NAME.KEY=VALUE)"
+                f"{value}: evaluate takes dataset=NAME, dataset.KEY=VALUE, engine.devices=... and"
+                " engine.device_locks=... options only (an evaluator parameter is --set"
+                " metric.NAME.KEY=VALUE)"
             )
     return run_dir, dataset
 
@@ -358,15 +436,57 @@ def default_metrics(run_dir: Path, task_name: str | None, outputs: Path | None) 
     return [n for n in task.evaluators if n in registry.names("metric")]
 
 
+@contextmanager
+def _one_line_job_dir_errors() -> Iterator[None]:
+    """A malformed job directory file (:class:`JobDirError`, naming the file and line) as one
+    line and exit 2."""
+    try:
+        yield
+    except JobDirError as exc:
+        raise EvaluationInputError(" ".join(str(exc).split())) from None
+
+
+def _run_arguments(
+    args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """RUN_DIR, the keyword arguments the dry run (``print_run_plan``) and the evaluation
+    (``evaluate_and_summarize``) share, and the ``engine.*`` options: one reading of the run,
+    outputs, dataset and evaluator arguments for both."""
+    positionals, engine = split_engine_options(args.positionals)
+    run_dir, dataset = split_positionals(positionals)
+    if run_dir is None:
+        if args.outputs is None:
+            parser.error("a run directory is required (or --outputs DIR)")
+        run_dir = default_run_dir(args.outputs)
+    metrics = (
+        _split(args.metrics)
+        if args.metrics is not None
+        else default_metrics(run_dir, args.task, args.outputs)
+    )
+    common = {
+        "metrics": metrics,
+        "judges": _split(args.judges),
+        "overrides": args.overrides,
+        "store_path": args.store,
+        "allow_partial": args.allow_partial,
+        "task": args.task,
+        "outputs": args.outputs,
+        "dataset": dataset,
+    }
+    return run_dir, common, engine
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="omnistory evaluate", description=__doc__)
     parser.add_argument(
         "positionals",
         nargs="*",
-        metavar="RUN_DIR | dataset.KEY=VALUE",
+        metavar="RUN_DIR | dataset.KEY=VALUE | engine.devices=...",
         help="a sweep directory or one job directory (with --outputs: where the scores go,"
         " default <DIR>-evaluation); dataset=NAME and dataset.KEY=VALUE: the dataset the runs"
-        " answer (overrides a manifest's; required for --outputs)",
+        " answer (overrides a manifest's; required for --outputs); engine.devices=[0,1,...] /"
+        " none and engine.device_locks=DIR: the devices to score on (default: the ones the job"
+        " manifests recorded)",
     )
     parser.add_argument(
         "--metrics",
@@ -426,49 +546,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-progress", action="store_true")
     # positionals may come after options (``--outputs DIR dataset.root=...``)
     args = parser.parse_intermixed_args(argv)
-    try:
-        run_dir, dataset = split_positionals(args.positionals)
-        if run_dir is None:
-            if args.outputs is None:
-                parser.error("a run directory is required (or --outputs DIR)")
-            run_dir = default_run_dir(args.outputs)
-        metrics = (
-            _split(args.metrics)
-            if args.metrics is not None
-            else default_metrics(run_dir, args.task, args.outputs)
-        )
-    except JobDirError as exc:
-        raise EvaluationInputError(" ".join(str(exc).split())) from None
+    with _one_line_job_dir_errors():
+        run_dir, common, engine = _run_arguments(args, parser)
     if args.dry_run:
         from omnistory_eval.plan import print_run_plan
 
-        return print_run_plan(
-            run_dir,
-            metrics=metrics,
-            judges=_split(args.judges),
-            overrides=args.overrides,
-            store_path=args.store,
-            allow_partial=args.allow_partial,
-            task=args.task,
-            outputs=args.outputs,
-            dataset=dataset,
-        )
-    try:
+        return print_run_plan(run_dir, **common)
+    with _one_line_job_dir_errors():  # a malformed job directory file names the file and line
         status, scores = evaluate_and_summarize(
             run_dir,
-            metrics=metrics,
-            judges=_split(args.judges),
-            overrides=args.overrides,
-            store_path=args.store,
+            **common,
             retry_failures=args.retry_failures,
             progress_enabled=not args.no_progress,
-            allow_partial=args.allow_partial,
-            task=args.task,
-            outputs=args.outputs,
-            dataset=dataset,
+            engine=engine,
         )
-    except JobDirError as exc:  # a malformed job directory file: it names the file and line
-        raise EvaluationInputError(" ".join(str(exc).split())) from None
     if scores is None:
         return status
     print(f"scores: {scores}")
@@ -479,7 +570,7 @@ def main(argv: list[str]) -> int:
 
         registry = load_plugins()
         if registry.has_sweep_finished():
-            evaluation = {"metrics": metrics, "judges": _split(args.judges)}
+            evaluation = {"metrics": common["metrics"], "judges": common["judges"]}
             status = max(status, registry.sweep_finished(run_dir, {"evaluation": evaluation}))
             print(f"report: {run_dir / 'report'}")
         else:

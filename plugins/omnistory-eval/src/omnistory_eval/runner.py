@@ -28,7 +28,13 @@ from omnistory_core.components import Evaluator
 from omnistory_core.contract import Failure, StoryExample
 from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.job import example_inputs
-from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+from omnistory_core.engine.stage import (
+    ComponentStats,
+    LazyComponent,
+    StageDevices,
+    StageItem,
+    run_stage,
+)
 from omnistory_core.engine.store import CallRecord, Store
 from omnistory_core.jobdir import MANIFEST, JobDir, JobDirError, discover_job_dirs
 from omnistory_core.scores import ScoreRow
@@ -238,10 +244,11 @@ def evaluate_systems(
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
+    devices: StageDevices | None = None,
 ) -> EvaluationResult:
     """Score every (system, example) with every evaluator.  ``blocked``: evaluator key -> why it
     cannot run here (the pre-flight's finding): it is not loaded and its items get ``error``
-    rows with that cause."""
+    rows with that cause.  ``devices``: see :func:`score_units`."""
     media = MediaHasher()
     units: list[PoolUnit] = []
     for system in systems:
@@ -255,6 +262,7 @@ def evaluate_systems(
         progress=progress,
         retry_failures=retry_failures,
         blocked=blocked,
+        devices=devices,
     )
 
 
@@ -266,9 +274,11 @@ def evaluate_task(
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
+    devices: StageDevices | None = None,
 ) -> EvaluationResult:
     """Score the units a task's ``evaluation`` returned (``units``: scope -> units with
-    ``system``, ``example_id``, ``pool``, ``missing``), each evaluator those of its scope."""
+    ``system``, ``example_id``, ``pool``, ``missing``), each evaluator those of its scope.
+    ``devices``: see :func:`score_units`."""
     return score_units(
         task_units(evaluation),
         evaluators,
@@ -276,6 +286,7 @@ def evaluate_task(
         progress=progress,
         retry_failures=retry_failures,
         blocked=blocked,
+        devices=devices,
     )
 
 
@@ -309,10 +320,19 @@ def score_units(
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
+    devices: StageDevices | None = None,
 ) -> EvaluationResult:
     """Every evaluator over the units of its ``scope`` (``units``: scope -> units), evaluator
     major: a unit lacking an input the evaluator reads gets ``missing_output`` rows and no call;
-    the others are keyed and computed once each through the store."""
+    the others are keyed and computed once each through the store.
+
+    ``devices``: the device runner of ``engine.devices``
+    (:func:`omnistory_core.engine.replicas.stage_devices`): the calls of an evaluator that needs
+    a GPU then run on replicas spread over the free devices, as generation stages do (a
+    tensor-parallel one gets its ``gpus()`` devices per replica), and so does a stage-end pass
+    that takes it (the judges' JSON repair model).  Each evaluator is still one stage over the
+    whole sweep, so it is loaded at most once per device; the records, and so the rows, are the
+    ones this process would have computed.  None: every evaluator in this process."""
     progress = progress or (lambda label, total: lambda n: None)
     blocked = blocked or {}
     # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
@@ -341,12 +361,10 @@ def score_units(
                 store,
                 retry_failures=retry_failures,
                 advance=progress(f"{evaluator.kind:<6} {evaluator.name}", len(stage_items)),
+                devices=devices,
             )
             _report_load_failure(evaluator, outcomes)
-            finalize: Callable[..., dict[int, Any] | None] | None
-            finalize = getattr(evaluator, "finalize_stage", None)
-            if callable(finalize):  # e.g. the judges' stage-end JSON repair pass
-                outcomes = finalize(outcomes, store) or outcomes
+            outcomes = _finalize(evaluator, outcomes, store, devices)
             lazy.release()
         for n, (system_id, example_id) in enumerate(owners):
             outcome = outcomes.get(n)
@@ -356,6 +374,36 @@ def score_units(
                 record["scope"] = scope
             result.audit.setdefault(evaluator.key(), []).append(record)
     return result
+
+
+def _finalize(
+    evaluator: Evaluator,
+    outcomes: dict[int, Any],
+    store: Store,
+    devices: StageDevices | None,
+) -> dict[int, Any]:
+    """The evaluator's stage-end pass (e.g. the judges' JSON repair), when it has one.  The
+    device runner is handed on only to a pass that takes ``devices`` (an older third-party
+    ``finalize_stage(outcomes, store)`` keeps working, in this process)."""
+    finalize: Callable[..., dict[int, Any] | None] | None
+    finalize = getattr(evaluator, "finalize_stage", None)
+    if not callable(finalize):
+        return outcomes
+    if devices is not None and _takes_devices(finalize):
+        return finalize(outcomes, store, devices=devices) or outcomes
+    return finalize(outcomes, store) or outcomes
+
+
+def _takes_devices(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to read
+        return False
+    return "devices" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 def audit_record(

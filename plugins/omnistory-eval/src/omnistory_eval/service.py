@@ -3,6 +3,12 @@
 The sweep directory's task decides what is scored, as for ``evaluate``: Omni-StoryBench's pools,
 or the units of a task with its own ``evaluation`` (ViStoryBench: shots, stories and each system's
 run), whose rows carry their ``scope``.
+
+The end-of-sweep evaluation scores on the sweep's devices: ``engine.devices`` and
+``engine.device_locks`` as its jobs' manifests recorded them (the sweep's resolved config), so
+with two devices or more every metric and judge that needs a GPU runs on replicas spread over
+them, after the sweep's warm pool has given their memory back.  An ``evaluation`` mapping may
+name others (``devices``, ``device_locks``), as ``evaluate engine.devices=...`` does.
 """
 
 from __future__ import annotations
@@ -14,6 +20,11 @@ from typing import Any
 
 def _names(evaluation: dict[str, Any], key: str) -> list[str]:
     return [str(v) for v in evaluation.get(key) or []]
+
+
+def _engine(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The device settings an ``evaluation`` mapping names itself (else the manifests')."""
+    return {k: evaluation[k] for k in ("devices", "device_locks") if k in evaluation}
 
 
 class SweepEvaluation:
@@ -34,6 +45,7 @@ class SweepEvaluation:
             overrides=_names(evaluation, "overrides"),
             progress_enabled=progress,
             allow_partial=bool(evaluation.get("allow_partial", False)),
+            engine=_engine(evaluation),
         )
         logging.getLogger("omnistory").info("scores: %s", sweep_dir / "scores.jsonl")
         return status
