@@ -34,6 +34,11 @@ served over the OpenAI protocol (``backend=openai``) repairs through its own ser
 other judge through the paper's repair model on vLLM.  A repair model that cannot run here is a
 pre-flight warning, not a blocker: the answers that need it stay ``error`` until it can.
 
+On devices (``engine.devices`` with two or more, see :func:`omnistory_eval.runner.score_units`)
+a judge needs ``tensor_parallel_size`` GPUs per replica on vLLM (a hosted judge none, any other
+one), and its JSON repair model runs as a stage of its own on replicas too
+(:class:`.repair.RepairComponent`), not in the evaluation's process.
+
 ``batch=true`` (``backend=openai`` only; a hosted judge on the OpenAI API) judges a stage's items
 through the provider's batch API at half the price (:mod:`omnistory_core.kit.batches`): the judge
 takes every pending item at once and hands the store's root (``bind_store``) to its backend, whose
@@ -66,6 +71,10 @@ from omnistory_eval.outcomes import REQUEST_REJECTED
 
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
+
+#: the parameter under which a replica worker rebuilds a judge's JSON repair model
+#: (:class:`.repair.RepairComponent`): never a user's parameter
+REPAIR_ROLE = "__repair_model__"
 
 #: the stage-end JSON repair model's options by default: on (App. E.3.1), backend null = the
 #: judge's (see PaperJudge.repair_options)
@@ -398,6 +407,15 @@ class PaperJudge(Judge):
         checkpoint = params.get("checkpoint") or cls.spec.checkpoint
         return [str(checkpoint)] if checkpoint else []
 
+    def __new__(cls, **params: Any) -> Any:
+        # a replica worker rebuilds a component from its kind, name and parameters: this
+        # judge's JSON repair model comes back as the judge's name with the repair role
+        if REPAIR_ROLE in params:
+            from omnistory_eval.judges.repair import RepairComponent
+
+            return RepairComponent.rebuilt(cls, params)
+        return super().__new__(cls)
+
     def __init__(self, **params: Any):
         super().__init__(**params)
         repair = self.params["repair"]
@@ -445,6 +463,15 @@ class PaperJudge(Judge):
     @property
     def backend_name(self) -> str:
         return str(self.params.get("backend") or self.spec.backend)
+
+    def gpus(self) -> int | None:
+        """GPUs one replica needs (``engine.devices``): a hosted judge none, a vLLM engine its
+        ``tensor_parallel_size``; None (one, as for any model) otherwise."""
+        if self.hosted:
+            return 0
+        if str(self.params.get("backend") or self.spec.backend) == "vllm":
+            return int(self.params.get("tensor_parallel_size") or 1)
+        return None
 
     @property
     def batch_size(self) -> int:
@@ -517,16 +544,20 @@ class PaperJudge(Judge):
                 )
         return results
 
-    def finalize_stage(self, outcomes: dict[int, Any], store: Any) -> dict[int, Any]:
+    def finalize_stage(
+        self, outcomes: dict[int, Any], store: Any, devices: Any = None
+    ) -> dict[int, Any]:
         """Stage-end JSON repair of this judge's stored results (the runner's hook).
 
         ``repair`` parameter: a mapping of :class:`.repair.RepairModel` options (``backend``,
         ``base_url``, ``model``, ...) or false to skip.  Repaired results replace the stored ones
         under the same call key, so a resumed run neither repeats nor loses a repair; results
         still pending (repair skipped or the repair model unavailable) are retried next run.
+        ``devices``: the evaluation's device runner; the repair model then runs as a stage on
+        replicas (:func:`.repair.repair_on_devices`) instead of in this process.
         """
         from omnistory_core.engine.store import CallRecord
-        from omnistory_eval.judges.repair import RepairModel, repair_stage
+        from omnistory_eval.judges.repair import RepairModel, repair_on_devices, repair_stage
 
         options = self.params.get("repair")
         if not options or self._repair_unavailable:
@@ -541,22 +572,23 @@ class PaperJudge(Judge):
             return outcomes
         results = [_result_of(records[k].output) for k in keys]
         self.unload()  # the judge's weights go before the repair model's arrive
-        options = dict(options)
-        repairer = RepairModel(backend=str(options.pop("backend", None) or "vllm"), **options)
-        try:
-            repaired = repair_stage(results, repairer).results
-        except Exception as exc:  # noqa: BLE001 - keep the stage's results; retry next run
-            self._repair_problem = f"JSON repair model unavailable: {type(exc).__name__}: {exc}"
-            warnings.warn(
-                f"judge {self.spec.id}: JSON repair skipped ({type(exc).__name__}: {exc}); "
-                f"{len(keys)} answers await repair (status error) and are repaired next run",
-                stacklevel=2,
-            )
-            return outcomes
-        finally:
-            repairer.unload()
+        if devices is not None:
+            repaired_by_key, problem = repair_on_devices(self, results, keys, store, devices)
+            if problem is not None:
+                self._repair_skipped(problem, len(keys) - len(repaired_by_key))
+        else:
+            options = dict(options)
+            repairer = RepairModel(backend=str(options.pop("backend", None) or "vllm"), **options)
+            try:
+                repaired = repair_stage(results, repairer).results
+            except Exception as exc:  # noqa: BLE001 - keep the stage's results; retry next run
+                self._repair_skipped(f"{type(exc).__name__}: {exc}", len(keys))
+                return outcomes
+            finally:
+                repairer.unload()
+            repaired_by_key = dict(zip(keys, repaired, strict=True))
         updated = {}
-        for key, result in zip(keys, repaired, strict=True):
+        for key, result in repaired_by_key.items():
             old = records[key]
             record = CallRecord(
                 key=old.key,
@@ -573,6 +605,16 @@ class PaperJudge(Judge):
             n: updated.get(getattr(o, "key", None), o) if isinstance(o, CallRecord) else o
             for n, o in outcomes.items()
         }
+
+    def _repair_skipped(self, why: str, pending: int) -> None:
+        """The repair model failed: its answers stay ``error`` rows with the cause, repaired by
+        the next run."""
+        self._repair_problem = f"JSON repair model unavailable: {why}"
+        warnings.warn(
+            f"judge {self.spec.id}: JSON repair skipped ({why}); "
+            f"{pending} answers await repair (status error) and are repaired next run",
+            stacklevel=3,
+        )
 
     def _repair_cannot_run(self, why: str) -> None:
         """The pre-flight found the repair model cannot run here: skip the pass, say why."""

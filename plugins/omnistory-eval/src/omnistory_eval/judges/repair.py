@@ -18,11 +18,11 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from omnistory_core.components import EvalResult
+from omnistory_core.components import EvalResult, Judge
 from omnistory_eval.judges import prompts
 from omnistory_eval.judges.backends.base import Backend, Generation
 from omnistory_eval.judges.backends.registry import create_backend
@@ -248,3 +248,141 @@ def repair_stage(results: Sequence[Any], repairer: Repairer) -> RepairStageResul
         "repair_status_counts": dict(sorted(statuses.items())),
     }
     return RepairStageResult(results=out, summary=summary)
+
+
+# -- the pass on devices -----------------------------------------------------------------------
+#: keys the repair calls; bump whenever the repair prompt, parsing or acceptance change
+REPAIR_PROTOCOL_VERSION = "1"
+
+
+class RepairComponent(Judge):
+    """A judge's JSON repair model as a component, so that the evaluation's device runner can
+    run it on replicas like any stage (``engine.devices``): one call per answer awaiting repair,
+    keyed by that answer, returning the repaired :class:`EvalResult` (:func:`apply_repair`,
+    invented scores rejected, in the worker).
+
+    A replica worker rebuilds a component from its kind, name and parameters through the
+    plugin registry: this one travels as its judge (same kind and name) with the parameter
+    :data:`~.judge.REPAIR_ROLE` holding the repair options, which the judge class turns back
+    into a :class:`RepairComponent` (``PaperJudge.__new__``).  Its calls are stored under its own
+    :meth:`key` (the judge's key + ``/repair``), so they never mix with the judge's calls."""
+
+    reads = ("pending",)
+    criteria = ()
+    track = ""
+    #: the judges' protocol version (a worker checks it against this process's)
+    version = REPAIR_PROTOCOL_VERSION
+
+    def __init__(self, judge: type, options: Mapping[str, Any]):
+        from omnistory_eval.judges.judge import REPAIR_ROLE
+
+        super().__init__()
+        self.judge = judge
+        self.name = str(judge.name)  # type: ignore[misc] - the judge's: the worker rebuilds it
+        self.track = str(judge.track)  # type: ignore[misc]
+        self.criteria = tuple(judge.criteria)  # type: ignore[misc]
+        self.options = {str(k): v for k, v in dict(options).items()}
+        self.params = {REPAIR_ROLE: self.options}
+        self._model: RepairModel | None = None
+
+    @classmethod
+    def rebuilt(cls, judge: type, params: Mapping[str, Any]) -> RepairComponent:
+        """The repair component a worker gets for ``judge`` built with the repair role."""
+        from omnistory_eval.judges.judge import REPAIR_ROLE
+
+        options = params[REPAIR_ROLE]
+        if not isinstance(options, Mapping):
+            raise ValueError(f"judge {judge.name}: {REPAIR_ROLE} must be a mapping of options")
+        return cls(judge, options)
+
+    def key(self) -> str:  # type: ignore[override] - per judge, not per class
+        return f"{self.kind}/{self.name}/repair"
+
+    @property
+    def backend_name(self) -> str:
+        return str(self.options.get("backend") or "vllm")
+
+    @property
+    def checkpoint(self) -> str:
+        return str(self.options.get("checkpoint") or REPAIR_SPEC.checkpoint)
+
+    def output_params(self) -> dict[str, Any]:
+        # the model answering (REPAIR_SPEC fixes the decoding); endpoints and keys do not count
+        model = self.options.get("model")
+        return {"checkpoint": self.checkpoint, **({"model": model} if model else {})}
+
+    @property
+    def batch_size(self) -> int:
+        return REPAIR_BATCH_SIZE
+
+    def gpus(self) -> int | None:
+        """As a judge: a vLLM engine's ``tensor_parallel_size``, else one GPU."""
+        if self.backend_name == "vllm":
+            return int(self.options.get("tensor_parallel_size") or 1)
+        return None
+
+    def load(self) -> None:
+        if self._model is None:
+            options = dict(self.options)
+            options.pop("backend", None)
+            self._model = RepairModel(backend=self.backend_name, **options)
+        self._model.load()
+
+    def unload(self) -> None:
+        if self._model is not None:
+            self._model.unload()
+            self._model = None
+
+    def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        if self._model is None:
+            self.load()
+        assert self._model is not None
+        pending = [_pending_result(item.get("pending")) for item in items]
+        return repair_stage(pending, self._model).results
+
+
+#: answers per repair call chunk on a replica: enough for the engine's batching, small enough
+#: that a large repair pass spreads over several devices
+REPAIR_BATCH_SIZE = 16
+
+
+def _pending_result(value: Any) -> EvalResult:
+    output = value if isinstance(value, dict) else {}
+    return EvalResult(
+        scores=dict(output.get("scores") or {}),
+        status=str(output.get("status")),
+        detail=dict(output.get("detail") or {}),
+    )
+
+
+def repair_on_devices(
+    judge: Any, results: Sequence[EvalResult], keys: Sequence[str], store: Any, devices: Any
+) -> tuple[dict[str, EvalResult], str | None]:
+    """Repair ``results`` (the pending answers stored under ``keys``) as a stage of the judge's
+    :class:`RepairComponent` through the device runner: call key -> repaired result, and why
+    the others were not repaired (the repair model could not load or failed), or None."""
+    from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, run_stage
+
+    component = RepairComponent(type(judge), judge.params["repair"])
+    items = [
+        StageItem(n, {"pending": {"scores": r.scores, "status": r.status, "detail": r.detail}})
+        for n, r in enumerate(results)
+    ]
+    lazy = LazyComponent(component, ComponentStats())
+    try:
+        outcomes = run_stage(lazy, items, store, devices=devices)
+    finally:
+        lazy.release()
+    judge.repair_stats = lazy.stats
+    repaired: dict[str, EvalResult] = {}
+    problem: str | None = None
+    for n, key in enumerate(keys):
+        outcome = outcomes.get(n)
+        output = getattr(outcome, "output", None)
+        if getattr(outcome, "status", None) == "ok" and isinstance(output, dict):
+            repaired[key] = _pending_result(output)
+        elif problem is None:
+            failure = getattr(outcome, "failure", None) or {}
+            message = failure.get("message") if isinstance(failure, dict) else None
+            problem = str(message or getattr(outcome, "message", None) or "no repair made")
+    return repaired, problem
