@@ -19,6 +19,15 @@ inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a t
 no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
 espeak, noop, ...) are left alone.
+
+``make_standin_site(directory, evaluators=True)`` replaces every installed metric and judge too,
+so that a sweep of stand-ins is scored end to end without weights: a stand-in evaluator has its
+real one's kind, name, version, ``reads``, ``scope``, ``unit``, track, criteria, score range,
+declared parameters (so the same call keys) and GPU needs (``uses_gpu``, ``gpus()``: a judge's
+``tensor_parallel_size``), and returns scores derived from a hash of its inputs (within its
+``score_range``; a judge the rubric's 1-10), always valid, so no judge answer awaits the JSON
+repair pass.  Calls and loads sleep and are logged as above.  Off by default: a site made
+without it leaves the real evaluators in place (scored, say, by a local judge server).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ DISTRIBUTION = "omnistory-standins"
 ENTRY_POINT = "0_standins"
 MODULE = "omnistory_standins_plugin"
 STANDIN_KINDS = ("planner", "backbone", "image", "tts")
+#: replaced too with ``make_standin_site(..., evaluators=True)``
+EVALUATOR_KINDS = ("metric", "judge")
 
 _PLUGIN = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
 from omnistory_core.hookspecs import hookimpl
@@ -67,8 +78,24 @@ def register_tts_experts(register):
 '''
 
 
-def make_standin_site(directory: str | Path) -> Path:
-    """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH)."""
+_EVALUATOR_HOOKS = """
+
+@hookimpl
+def register_metrics(register):
+    for cls in standin_classes("metric"):
+        register(cls)
+
+
+@hookimpl
+def register_judges(register):
+    for cls in standin_classes("judge"):
+        register(cls)
+"""
+
+
+def make_standin_site(directory: str | Path, evaluators: bool = False) -> Path:
+    """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
+    ``evaluators``: every metric and judge is replaced by a stand-in too."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -79,7 +106,8 @@ def make_standin_site(directory: str | Path) -> Path:
         f"[omnistory]\n{ENTRY_POINT} = {MODULE}\n", encoding="utf-8"
     )
     (info / "RECORD").write_text("", encoding="utf-8")
-    (site / f"{MODULE}.py").write_text(_PLUGIN, encoding="utf-8")
+    plugin = _PLUGIN + (_EVALUATOR_HOOKS if evaluators else "")
+    (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
 
 
@@ -90,7 +118,7 @@ def _real_components() -> dict[str, list[type]]:
 
     from omnistory_core.plugins import COMPONENT_HOOKS
 
-    found: dict[str, list[type]] = {kind: [] for kind in STANDIN_KINDS}
+    found: dict[str, list[type]] = {kind: [] for kind in (*STANDIN_KINDS, *EVALUATOR_KINDS)}
     for ep in sorted(md.entry_points(group="omnistory"), key=lambda e: e.name):
         if ep.name == ENTRY_POINT or ep.value == "omnistory_core.builtin":
             continue
@@ -110,6 +138,8 @@ def _real_components() -> dict[str, list[type]]:
 
 def standin_classes(kind: str) -> list[type]:
     """One stand-in class per real component of ``kind``."""
+    if kind in EVALUATOR_KINDS:
+        return [_evaluator_standin(kind, real) for real in _real_components()[kind]]
     base = {"planner": _Planner, "backbone": _Backbone, "image": _Image, "tts": _TTS}[kind]
     out = []
     for real in _real_components()[kind]:
@@ -301,3 +331,102 @@ class _TTS(TTSExpert):
         digest = _digest(self, item)
         _log(self, digest)
         return _tone(digest)
+
+
+# -- metrics and judges ------------------------------------------------------------------------
+#: what a stand-in evaluator copies from its real one: identity, inputs, what a score is, how its
+#: calls are keyed and batched, and where the engine runs it (its GPU needs)
+_EVALUATOR_ATTRS = (
+    "version",
+    "reads",
+    "scope",
+    "unit",
+    "track",
+    "criteria",
+    "score_range",
+    "parameters",
+    "runtime_params",
+    "default_batch_size",
+    "uses_gpu",
+    "gpus",
+    "hosted",
+    "spec",
+)
+
+
+def _evaluator_standin(kind: str, real: type) -> type:
+    base = {"metric": _Metric, "judge": _Judge}[kind]
+    attrs: dict[str, Any] = {
+        "name": real.name,
+        "description": f"STAND-IN for {real.__module__}.{real.__qualname__}",
+        "__module__": __name__,
+    }
+    for name in _EVALUATOR_ATTRS:
+        if name in ("uses_gpu", "gpus", "hosted", "spec") and not hasattr(real, name):
+            continue
+        attrs[name] = getattr(real, name)
+    attrs["reads"] = tuple(attrs["reads"])
+    attrs["criteria"] = tuple(attrs["criteria"])
+    attrs["runtime_params"] = tuple(attrs["runtime_params"] or ())
+    return type(f"StandIn_{kind}_{real.name}", (base,), attrs)
+
+
+def _plain_deep(value: Any) -> Any:
+    """Inputs as their content: media by sha256 at any depth (a story's shots, say)."""
+    sha = getattr(value, "sha256", None)
+    if isinstance(sha, str):
+        return sha
+    if isinstance(value, dict):
+        return {str(k): _plain_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_deep(v) for v in value]
+    return value
+
+
+def _evaluator_digest(component: Any, item: dict[str, Any]) -> bytes:
+    text = json.dumps(
+        [component.key(), component.output_params(), _plain_deep(item)],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _scores(component: Any, digest: bytes) -> dict[str, float | None]:
+    """One score per criterion from the digest: a judge's rubric 1-10, else within the
+    declared ``score_range`` (0-1 when undeclared)."""
+    out: dict[str, float | None] = {}
+    for n, criterion in enumerate(component.criteria):
+        byte = digest[n % len(digest)]
+        if component.kind == "judge" and component.score_range is None:
+            out[criterion] = float(1 + byte % 10)
+        else:
+            low, high = component.score_range or (0.0, 1.0)
+            out[criterion] = round(low + (high - low) * byte / 255, 6)
+    return out
+
+
+from omnistory_core.components import EvalResult, Judge, Metric  # noqa: E402
+
+
+class _EvaluatorStandIn:
+    __init__ = _params_ok
+    load = _load
+
+    def run_one(self, item):
+        _sleep()
+        digest = _evaluator_digest(self, item)
+        _log(self, digest)
+        return EvalResult(
+            scores=_scores(self, digest), status="ok", detail={"standin": digest.hex()[:16]}
+        )
+
+
+class _Metric(_EvaluatorStandIn, Metric):
+    criteria = ()
+    track = "text"
+
+
+class _Judge(_EvaluatorStandIn, Judge):
+    criteria = ()
+    track = "text"
