@@ -5,7 +5,6 @@ job loses nothing, and a tensor-parallel model gets several devices per replica.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -16,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from devices_testing import alive, children, cmdline, job_outputs, lines, standin_env
 from omnistory_testing import run_cli
-from omnistory_testkit.standins import make_standin_site
 
 LIMIT = 4
 GRID = ("-m", "planner=claude", "image=kontext,dev", "tts=parler,voxcpm")
@@ -34,29 +33,16 @@ COMMON = (
 
 
 def _env(root: Path, delay: float) -> dict[str, str]:
-    site = make_standin_site(root / "standins")
-    return {
-        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-        "OMNISTORY_STANDIN_DELAY_S": str(delay),
-        "OMNISTORY_STANDIN_LOG": str(root / "calls.jsonl"),
-        "OMNISTORY_DEVICE_LOCKS": str(root / "device-locks"),
-        "ANTHROPIC_API_KEY": "test-key",
-    }
+    return standin_env(root, delay)
 
 
 def _outputs(root: Path) -> dict[str, str]:
     """sha256 of every generated file of every job, by path below the sweep directory."""
-    sweep = root / "out/sweeps/demo"
-    out = {}
-    for job in JOBS:
-        for path in sorted((sweep / job).glob("*/*/generated.*")):
-            out[str(path.relative_to(sweep))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+    return job_outputs(root / "out/sweeps/demo", JOBS)
 
 
 def _calls(root: Path) -> list[dict]:
-    path = root / "calls.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return lines(root / "calls.jsonl")
 
 
 def _records(root: Path) -> int:
@@ -106,33 +92,6 @@ def test_four_devices_run_replicas_and_give_the_single_device_outputs(
     assert max(len(d) for d in by_component.values()) >= 2, by_component
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
-
-
 def _wait_for(what: str, condition, sweep: subprocess.Popen, timeout: float = 60.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -170,14 +129,14 @@ def test_a_killed_replica_and_a_killed_job_lose_and_duplicate_nothing(
     try:
 
         def jobs() -> list[int]:
-            return [p for p in _children(sweep.pid) if "omnistory_launcher" in _cmdline(p)]
+            return [p for p in children(sweep.pid) if "omnistory_launcher" in cmdline(p)]
 
         def replicas() -> list[tuple[int, int]]:
             return [
                 (job, r)
                 for job in jobs()
-                for r in _children(job)
-                if "omnistory_core.engine.worker" in _cmdline(r)
+                for r in children(job)
+                if "omnistory_core.engine.worker" in cmdline(r)
             ]
 
         # 1. a replica computing calls: SIGKILL; its job runs the chunk again on a restart
@@ -196,13 +155,13 @@ def test_a_killed_replica_and_a_killed_job_lose_and_duplicate_nothing(
             return None
 
         job = _wait_for("a job with a replica", busy_job, sweep)
-        orphans = [r for r in _children(job) if "omnistory_core.engine.worker" in _cmdline(r)]
+        orphans = [r for r in children(job) if "omnistory_core.engine.worker" in cmdline(r)]
         os.kill(job, signal.SIGKILL)
         killed.update([job, *orphans])
         deadline = time.time() + 5
-        while any(_alive(p) for p in orphans) and time.time() < deadline:
+        while any(alive(p) for p in orphans) and time.time() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(p) for p in orphans), "a replica outlived its job's process"
+        assert not any(alive(p) for p in orphans), "a replica outlived its job's process"
         err, _ = sweep.communicate(timeout=300)
     finally:
         if sweep.poll() is None:

@@ -6,7 +6,6 @@ budget makes room by shutting idle models down.  Devices are processes standing 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,8 +16,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from devices_testing import alive, children, job_outputs, lines, pool_servers, standin_env
 from omnistory_testkit import run_cli
-from omnistory_testkit.standins import make_standin_site, standin_classes
+from omnistory_testkit.standins import standin_classes
 
 from omnistory_core.engine.pool import (
     PooledComponent,
@@ -43,34 +43,16 @@ COMMON = (
 
 
 def _env(root: Path, delay: float, load_s: float = 0.2) -> dict[str, str]:
-    site = make_standin_site(root / "standins")
-    return {
-        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-        "OMNISTORY_STANDIN_DELAY_S": str(delay),
-        "OMNISTORY_STANDIN_LOAD_S": str(load_s),
-        "OMNISTORY_STANDIN_LOG": str(root / "calls.jsonl"),
-        "OMNISTORY_STANDIN_LOAD_LOG": str(root / "loads.jsonl"),
-        "OMNISTORY_DEVICE_LOCKS": str(root / "device-locks"),
-        "ANTHROPIC_API_KEY": "test-key",
-    }
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return standin_env(root, delay, load_s=load_s)
 
 
 def _outputs(root: Path) -> dict[str, str]:
-    sweep = root / "out/sweeps/demo"
-    out = {}
-    for job in JOBS:
-        for path in sorted((sweep / job).glob("*/*/generated.*")):
-            out[str(path.relative_to(sweep))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+    return job_outputs(root / "out/sweeps/demo", JOBS)
 
 
 def _pairs(root: Path) -> Counter:
     """Model loads the stand-ins made, per (component, devices)."""
-    return Counter((e["component"], e["devices"]) for e in _lines(root / "loads.jsonl"))
+    return Counter((e["component"], e["devices"]) for e in lines(root / "loads.jsonl"))
 
 
 def _stats(root: Path) -> dict:
@@ -105,7 +87,7 @@ def test_one_device_sweep_loads_each_model_once_for_all_jobs(
     stats = _stats(tmp_path)
     assert stats["loads_by_device"] == {c: {"0": 1} for c in sorted(GPU_COMPONENTS)}
     assert sum(stats["components"][c]["loads"] for c in GPU_COMPONENTS) == len(GPU_COMPONENTS)
-    calls = Counter(c["digest"] for c in _lines(tmp_path / "calls.jsonl"))
+    calls = Counter(c["digest"] for c in lines(tmp_path / "calls.jsonl"))
     assert len(calls) == DISTINCT and max(calls.values()) == 1
     # the servers went with the sweep: nothing of it still runs
     assert not (tmp_path / "out/sweeps/demo/.pool/pool.json").exists()
@@ -126,26 +108,14 @@ def test_several_devices_load_each_pair_once_and_give_the_same_outputs(
         (c, d): n for c, per in _stats(tmp_path)["loads_by_device"].items() for d, n in per.items()
     }
     assert Counter(reported) == pairs
-    calls = Counter(c["digest"] for c in _lines(tmp_path / "calls.jsonl"))
+    calls = Counter(c["digest"] for c in lines(tmp_path / "calls.jsonl"))
     assert len(calls) == DISTINCT and max(calls.values()) == 1, "a call was made twice"
-
-
-def _pool_servers() -> list[int]:
-    out = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "omnistory_core.engine.pool" in text and "--pool" in text:
-            out.append(int(cmdline.parent.name))
-    return out
 
 
 def test_a_killed_pool_server_loses_and_duplicates_nothing(
     tmp_path: Path, reference: dict[str, str]
 ) -> None:
-    before = set(_pool_servers())
+    before = set(pool_servers())
     sweep = subprocess.Popen(
         [sys.executable, "-m", "omnistory_core", *GRID, *COMMON, "engine.devices=[0,1]"],
         cwd=tmp_path,
@@ -160,8 +130,8 @@ def test_a_killed_pool_server_loses_and_duplicates_nothing(
         deadline = time.time() + 120
         while victim is None and time.time() < deadline:
             assert sweep.poll() is None, "the sweep ended before a pool server computed a call"
-            gpu_calls = [c for c in _lines(tmp_path / "calls.jsonl") if c["devices"]]
-            servers = [p for p in _pool_servers() if p not in before]
+            gpu_calls = [c for c in lines(tmp_path / "calls.jsonl") if c["devices"]]
+            servers = [p for p in pool_servers() if p not in before]
             # a server that has made one call and is (very likely) computing its next
             busy = {c["pid"] for c in gpu_calls} & set(servers)
             if busy:
@@ -177,7 +147,7 @@ def test_a_killed_pool_server_loses_and_duplicates_nothing(
     assert sweep.returncode == 0, out[-4000:]
     assert _outputs(tmp_path) == reference, "outputs differ from the sweep without the pool"
     assert len(list((tmp_path / "out/store/calls").rglob("*.json"))) == DISTINCT
-    calls = _lines(tmp_path / "calls.jsonl")
+    calls = lines(tmp_path / "calls.jsonl")
     assert len({c["digest"] for c in calls}) == DISTINCT
     live = Counter(c["digest"] for c in calls if c["pid"] != victim)
     assert max(live.values()) == 1, "a live process made a call twice"
@@ -232,16 +202,8 @@ def test_budget_shuts_idle_models_down_and_warm_ones_serve_again(
         assert _client(_standin("image", "kontext", 6.0), tmp_path, pool).load() is False
     finally:
         shutdown_pool(pool)
-    left = _pool_servers_of(pool)
+    left = pool_servers(pool)
     assert left == [], [Path(f"/proc/{p}/status").read_text()[:200] for p in left]
-
-
-def _pool_servers_of(pool: Path) -> list[int]:
-    return [
-        p
-        for p in _pool_servers()
-        if str(pool) in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-    ]
 
 
 def test_a_dead_server_fails_its_batch_and_the_next_one_starts_in_its_place(
@@ -266,32 +228,13 @@ def test_a_dead_server_fails_its_batch_and_the_next_one_starts_in_its_place(
         shutdown_pool(pool)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_killed_jobs_stop_the_servers_computing_for_them(
     tmp_path: Path, reference: dict[str, str]
 ) -> None:
     """kill -9 of the jobs while pool servers compute their chunks: a server whose client hangs
     up exits at once (the chunk's locks died with the job), the restarted jobs compute those
     calls, and no live process makes a call twice."""
-    before = set(_pool_servers())
+    before = set(pool_servers())
     sweep = subprocess.Popen(
         [sys.executable, "-m", "omnistory_core", *GRID, *COMMON, "engine.devices=[0,1]"],
         cwd=tmp_path,
@@ -307,16 +250,16 @@ def test_killed_jobs_stop_the_servers_computing_for_them(
         servers: set[int] = set()
         while not killed and time.time() < deadline:
             assert sweep.poll() is None, "the sweep ended before a pool server computed a call"
-            servers = set(_pool_servers()) - before
-            computed = {c["pid"] for c in _lines(tmp_path / "calls.jsonl") if c["devices"]}
+            servers = set(pool_servers()) - before
+            computed = {c["pid"] for c in lines(tmp_path / "calls.jsonl") if c["devices"]}
             if servers & computed:
-                for job in _children(sweep.pid):
+                for job in children(sweep.pid):
                     os.kill(job, signal.SIGKILL)
                     killed.add(job)
             time.sleep(0.05)
         assert killed, "no pool server computed a call"
         time.sleep(2.0)
-        hung_up = {p for p in servers if not _running(p)}
+        hung_up = {p for p in servers if not alive(p)}
         out, _ = sweep.communicate(timeout=300)
     finally:
         if sweep.poll() is None:
@@ -327,7 +270,7 @@ def test_killed_jobs_stop_the_servers_computing_for_them(
     assert hung_up, "no server stopped when its job was killed"
     assert _outputs(tmp_path) == reference, "outputs differ from the sweep without the pool"
     assert len(list((tmp_path / "out/store/calls").rglob("*.json"))) == DISTINCT
-    calls = _lines(tmp_path / "calls.jsonl")
+    calls = lines(tmp_path / "calls.jsonl")
     assert len({c["digest"] for c in calls}) == DISTINCT
     live = Counter(c["digest"] for c in calls if c["pid"] not in killed | hung_up)
     assert max(live.values()) == 1, "a live process made a call twice"
