@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from omnistory_core.components import ComponentError, EvalResult, Metric
 from omnistory_core.params import Param
@@ -59,13 +59,19 @@ EMOTION_PACKAGES: dict[str, tuple[str, ...]] = {
 
 def reference_labels(item: dict[str, Any]) -> dict[str, str]:
     """The four target labels of an item; ValueError naming the missing field otherwise."""
+    return target_labels(item, FIELDS)
+
+
+def target_labels(item: dict[str, Any], fields: tuple[str, ...]) -> dict[str, str]:
+    """The target labels of ``fields`` in ``item["reference_speech"]``; ValueError naming the
+    missing field otherwise (shared with :mod:`~omnistory_eval.metrics.speech_meta_real`)."""
     ref = item.get("reference_speech")
     if not isinstance(ref, dict):
         raise ValueError(
             f"reference_speech must be a dict of target labels, got {type(ref).__name__}"
         )
     labels = {}
-    for f in FIELDS:
+    for f in fields:
         value = ref.get(f)
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"reference_speech.{f} is missing or empty (got {value!r})")
@@ -103,6 +109,104 @@ def _safe(call: Callable[[list[Any]], list[Any]], inputs: list[Any]) -> list[Any
 
 def _err(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+# -- what both speech-metadata evaluators share (speech_meta and speech_meta_fw_pya) ------------
+class _BeamSearch(Protocol):
+    """The ASR wrapper as the result detail reads it (both Whisper wrappers set it on load)."""
+
+    effective_num_beams: int | None
+
+
+def load_clips(
+    items: list[dict[str, Any]],
+    labels_of: Callable[[dict[str, Any]], dict[str, str]],
+    fields: tuple[str, ...],
+    invalid_detail: Callable[[], dict[str, Any]] = dict,
+) -> tuple[list[EvalResult | Exception | None], dict[int, dict[str, str]], dict[int, Any]]:
+    """The first pass of ``run_batch``: per item its target labels (``labels_of``) and its
+    decoded clip (:func:`~omnistory_eval.speech_analysis.load_speech`: untrimmed, trimmed).
+
+    Returns (results, labels by index, clips by index): an item without labels or without a
+    candidate file has its ``ValueError`` as result already; an undecodable clip an ``invalid``
+    result over ``fields`` whose detail is the error and ``invalid_detail()``.  The items left
+    (``sorted(clips)``) are the ones to score."""
+    results: list[EvalResult | Exception | None] = [None] * len(items)
+    refs: dict[int, dict[str, str]] = {}
+    audio: dict[int, tuple[Any, Any]] = {}
+    for n, item in enumerate(items):
+        try:
+            refs[n] = labels_of(item)
+            media = require_media(item, "candidate_speech")
+        except ValueError as exc:
+            results[n] = exc
+            continue
+        try:
+            audio[n] = load_speech(media.path)
+        except ValueError as exc:
+            results[n] = EvalResult(
+                scores=dict.fromkeys(fields),
+                status="invalid",
+                detail={"error": str(exc), **invalid_detail()},
+            )
+    return results, refs, audio
+
+
+def predict_voice(
+    predicted: dict[str, str | None],
+    detail: dict[str, Any],
+    wave: Any,
+    transcript: Any,
+    gender: Any,
+    thresholds: Thresholds,
+    asr: _BeamSearch | None,
+) -> None:
+    """Fill ``predicted``/``detail`` with gender, pitch and speed, the fields both evaluators
+    predict the same way: a failed gender leaves pitch on the gender-unknown thresholds, a
+    failed transcription leaves speed ``None``; each failure is under ``detail["errors"]``."""
+    if isinstance(gender, Exception):
+        detail["errors"]["gender"] = _err(gender)
+        gender_label = None
+    else:
+        gender_label = predicted["gender"] = gender.label
+        detail["gender_probs"] = gender.probabilities
+        detail["gender_windows"] = gender.windows
+    f0 = estimate_f0(wave, SAMPLE_RATE)
+    predicted["pitch"] = pitch_label(f0.median_hz, gender_label, thresholds)
+    detail["median_f0_hz"], detail["f0_method"] = f0.median_hz, f0.method
+    if isinstance(transcript, Exception):
+        detail["errors"]["speed"] = _err(transcript)
+    else:
+        rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
+        predicted["speed"] = speed_label(rate.units_per_second, thresholds)
+        detail["transcript"] = transcript.to_detail()
+        assert asr is not None, "load() first"
+        detail["asr_num_beams"] = asr.effective_num_beams
+        detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
+
+
+def verdict(
+    fields: tuple[str, ...],
+    ref: dict[str, str],
+    predicted: dict[str, str | None],
+    detail: dict[str, Any],
+    outcomes: tuple[Any, ...],
+) -> EvalResult:
+    """The result of one clip from its predictions: an ``error`` when a model's failure in
+    ``outcomes`` is the machinery's (scored again next run), else each of ``fields`` matched
+    against ``ref`` (``invalid`` when none could be)."""
+    infrastructure = [
+        _err(x) for x in outcomes if isinstance(x, Exception) and is_infrastructure_exception(x)
+    ]
+    if infrastructure:  # not a verdict on this clip: an error row, scored again next run
+        detail["error"] = "; ".join(infrastructure)
+        return EvalResult(scores=dict.fromkeys(fields), status="error", detail=detail)
+    if not detail["errors"]:
+        del detail["errors"]
+    matches = field_matches(predicted, ref)
+    scores = {f: matches.get(f) for f in fields}
+    status = "ok" if any(v is not None for v in scores.values()) else "invalid"
+    return EvalResult(scores=scores, status=status, detail=detail)
 
 
 class SpeechMetaMetric(Metric):
@@ -293,22 +397,7 @@ class SpeechMetaMetric(Metric):
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult | Exception]:
         assert self._asr and self._gender and self._emotion, "load() first"
-        results: list[EvalResult | Exception | None] = [None] * len(items)
-        refs: dict[int, dict[str, str]] = {}
-        audio: dict[int, tuple[Any, Any]] = {}
-        for n, item in enumerate(items):
-            try:
-                refs[n] = reference_labels(item)
-                media = require_media(item, "candidate_speech")
-            except ValueError as exc:
-                results[n] = exc
-                continue
-            try:
-                audio[n] = load_speech(media.path)
-            except ValueError as exc:
-                results[n] = EvalResult(
-                    scores=dict.fromkeys(FIELDS), status="invalid", detail={"error": str(exc)}
-                )
+        results, refs, audio = load_clips(items, reference_labels, FIELDS)
         order = sorted(audio)
         if self.params["asr_input"] == "path":  # the paper: the pipeline decodes the file
             full = [str(require_media(items[n], "candidate_speech").path) for n in order]
@@ -327,25 +416,7 @@ class SpeechMetaMetric(Metric):
     ) -> EvalResult:
         predicted: dict[str, str | None] = dict.fromkeys(FIELDS)
         detail: dict[str, Any] = {"errors": {}}
-        if isinstance(gender, Exception):
-            detail["errors"]["gender"] = _err(gender)
-            gender_label = None
-        else:
-            gender_label = predicted["gender"] = gender.label
-            detail["gender_probs"] = gender.probabilities
-            detail["gender_windows"] = gender.windows
-        f0 = estimate_f0(wave, SAMPLE_RATE)
-        predicted["pitch"] = pitch_label(f0.median_hz, gender_label, self.thresholds)
-        detail["median_f0_hz"], detail["f0_method"] = f0.median_hz, f0.method
-        if isinstance(transcript, Exception):
-            detail["errors"]["speed"] = _err(transcript)
-        else:
-            rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
-            predicted["speed"] = speed_label(rate.units_per_second, self.thresholds)
-            detail["transcript"] = transcript.to_detail()
-            assert self._asr is not None, "load() first"
-            detail["asr_num_beams"] = self._asr.effective_num_beams
-            detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
+        predict_voice(predicted, detail, wave, transcript, gender, self.thresholds, self._asr)
         if isinstance(emotion, Exception):
             detail["errors"]["emotion"] = _err(emotion)
         else:
@@ -353,17 +424,4 @@ class SpeechMetaMetric(Metric):
             detail["emotion_probs"] = emotion.probabilities
             detail["emotion_members"] = emotion.members
         detail["predicted"] = predicted
-        infrastructure = [
-            _err(x)
-            for x in (transcript, gender, emotion)
-            if isinstance(x, Exception) and is_infrastructure_exception(x)
-        ]
-        if infrastructure:  # not a verdict on this clip: an error row, scored again next run
-            detail["error"] = "; ".join(infrastructure)
-            return EvalResult(scores=dict.fromkeys(FIELDS), status="error", detail=detail)
-        if not detail["errors"]:
-            del detail["errors"]
-        matches = field_matches(predicted, ref)
-        scores = {f: matches.get(f) for f in FIELDS}
-        status = "ok" if any(v is not None for v in scores.values()) else "invalid"
-        return EvalResult(scores=scores, status=status, detail=detail)
+        return verdict(FIELDS, ref, predicted, detail, (transcript, gender, emotion))

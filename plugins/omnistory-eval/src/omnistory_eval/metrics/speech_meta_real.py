@@ -44,18 +44,14 @@ from omnistory_eval.metrics.assemble import (
     prefetch_lines,
 )
 from omnistory_eval.metrics.gender_pya import PyAudioAnalysisGender
-from omnistory_eval.metrics.speech_meta import _err, _safe
-from omnistory_eval.outcomes import is_infrastructure_exception
-from omnistory_eval.speech_analysis import (
-    SAMPLE_RATE,
-    Thresholds,
-    estimate_f0,
-    field_matches,
-    load_speech,
-    pitch_label,
-    speaking_rate,
-    speed_label,
+from omnistory_eval.metrics.speech_meta import (
+    _safe,
+    load_clips,
+    predict_voice,
+    target_labels,
+    verdict,
 )
+from omnistory_eval.speech_analysis import Thresholds
 
 SCORED = ("speed", "pitch", "gender")
 REAL_EXTRA = "pip install 'omnistory-eval[real]'"
@@ -67,18 +63,7 @@ NOT_SCORED = {
 
 def scored_labels(item: dict[str, Any], fields: tuple[str, ...] = SCORED) -> dict[str, str]:
     """The target labels of the scored fields; ValueError naming the missing one otherwise."""
-    ref = item.get("reference_speech")
-    if not isinstance(ref, dict):
-        raise ValueError(
-            f"reference_speech must be a dict of target labels, got {type(ref).__name__}"
-        )
-    labels = {}
-    for f in fields:
-        value = ref.get(f)
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"reference_speech.{f} is missing or empty (got {value!r})")
-        labels[f] = value
-    return labels
+    return target_labels(item, fields)
 
 
 class SpeechMetaRealMetric(Metric):
@@ -213,24 +198,7 @@ class SpeechMetaRealMetric(Metric):
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult | Exception]:
         assert self._asr and self._gender, "load() first"
-        results: list[EvalResult | Exception | None] = [None] * len(items)
-        refs: dict[int, dict[str, str]] = {}
-        audio: dict[int, tuple[Any, Any]] = {}
-        for n, item in enumerate(items):
-            try:
-                refs[n] = scored_labels(item)
-                media = require_media(item, "candidate_speech")
-            except ValueError as exc:
-                results[n] = exc
-                continue
-            try:
-                audio[n] = load_speech(media.path)
-            except ValueError as exc:
-                results[n] = EvalResult(
-                    scores=dict.fromkeys(SCORED),
-                    status="invalid",
-                    detail={"error": str(exc), **self._labels()},
-                )
+        results, refs, audio = load_clips(items, scored_labels, SCORED, self._labels)
         order = sorted(audio)
         full = [audio[n][0] for n in order]  # the untrimmed 16 kHz signal (no ffmpeg)
         trimmed = [audio[n][1] for n in order]
@@ -253,38 +221,7 @@ class SpeechMetaRealMetric(Metric):
     def _score(self, ref: dict[str, str], wave: Any, transcript: Any, gender: Any) -> EvalResult:
         predicted: dict[str, str | None] = dict.fromkeys(SCORED)
         detail: dict[str, Any] = {"errors": {}}
-        if isinstance(gender, Exception):
-            detail["errors"]["gender"] = _err(gender)
-            gender_label = None
-        else:
-            gender_label = predicted["gender"] = gender.label
-            detail["gender_probs"] = gender.probabilities
-            detail["gender_windows"] = gender.windows
-        f0 = estimate_f0(wave, SAMPLE_RATE)
-        predicted["pitch"] = pitch_label(f0.median_hz, gender_label, self.thresholds)
-        detail["median_f0_hz"], detail["f0_method"] = f0.median_hz, f0.method
-        if isinstance(transcript, Exception):
-            detail["errors"]["speed"] = _err(transcript)
-        else:
-            rate = speaking_rate(transcript.text, transcript.chunks, wave, SAMPLE_RATE)
-            predicted["speed"] = speed_label(rate.units_per_second, self.thresholds)
-            detail["transcript"] = transcript.to_detail()
-            assert self._asr is not None, "load() first"
-            detail["asr_num_beams"] = self._asr.effective_num_beams
-            detail["units_per_second"], detail["speed_method"] = rate.units_per_second, rate.method
+        predict_voice(predicted, detail, wave, transcript, gender, self.thresholds, self._asr)
         detail["predicted"] = predicted
         detail.update(self._labels())
-        infrastructure = [
-            _err(x)
-            for x in (transcript, gender)
-            if isinstance(x, Exception) and is_infrastructure_exception(x)
-        ]
-        if infrastructure:  # not a verdict on this clip: an error row, scored again next run
-            detail["error"] = "; ".join(infrastructure)
-            return EvalResult(scores=dict.fromkeys(SCORED), status="error", detail=detail)
-        if not detail["errors"]:
-            del detail["errors"]
-        matches = field_matches(predicted, ref)
-        scores = {f: matches.get(f) for f in SCORED}
-        status = "ok" if any(v is not None for v in scores.values()) else "invalid"
-        return EvalResult(scores=scores, status=status, detail=detail)
+        return verdict(SCORED, ref, predicted, detail, (transcript, gender))
