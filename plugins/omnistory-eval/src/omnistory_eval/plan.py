@@ -37,10 +37,10 @@ whether that count is an upper bound; the cost of a priced evaluator comes from 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omnistory_core.components import Media
 from omnistory_core.contract import StoryExample
@@ -79,6 +79,9 @@ UPSTREAM = "__upstream_call__"
 CANDIDATES: dict[str, str] = {**CANDIDATE_MODALITY, "candidate_plan": "plan"}
 #: what stands in for an output still to generate when a hosted judge's prompt is counted
 STAND_INS = {"candidate_text": "reference_text", "candidate_image": "reference_image"}
+#: how each caller asks to score with the other evaluators when some cannot run
+COMMAND_PARTIAL = "--allow-partial"  # evaluate --dry-run
+SWEEP_PARTIAL = "evaluation.allow_partial=true"  # a sweep's dry run
 
 
 class EvaluationPlanError(ConfigError):
@@ -286,59 +289,114 @@ def plan_evaluation(
         key = evaluator.key()
         if key in plan.rows:  # listed twice: the second pass finds everything scored
             continue
-        reads = tuple(evaluator.reads)
         pricing = _pricing(evaluator)
-        pending: dict[str, bool] = {}  # key -> made of known outputs only
-        cached: set[str] = set()
+        tally = _Tally()  # pending: call key -> made of known outputs only
         awaiting_repair = 0
-        estimates: dict[str, dict[str, Any]] = {}
-        items = missing_output = 0
-        for s in range(len(systems)):
-            for example in examples:
-                pool, missing = pools[(s, example.index)]
-                if missing & set(reads):
-                    missing_output += 1
-                    continue
-                items += 1
-                if key in blocked:
-                    continue
-                inputs = {name: pool[name] for name in reads}
-                call = item_key(evaluator, inputs)
-                if call in pending or call in cached:
-                    continue
-                known = not any(_is_symbolic(v) for v in inputs.values())
-                record = results.get(call) if known else None
-                if record is not None and not needs_recompute(record, mode):
-                    cached.add(call)
-                    awaiting_repair += bool(record.status == "ok" and is_pending(record.output))
-                    continue
-                pending[call] = known
-                if pricing is not None:
-                    estimates[call] = _estimate(evaluator, inputs, pricing)
-        seconds, seconds_source = settings.seconds_per_call(
-            key, getattr(evaluator, "uses_gpu", None)
+        entries = (
+            (*pools[(s, example.index)], None) for s in range(len(systems)) for example in examples
         )
-        entry: dict[str, Any] = {
-            "price_source": pricing.source if pricing else None,
-            "seconds_per_call": seconds,
-            "seconds_source": seconds_source,
-        }
+        for call, inputs, _ in _new_calls(evaluator, entries, key in blocked, tally):
+            known = not any(_is_symbolic(v) for v in inputs.values())
+            record = results.get(call) if known else None
+            if record is not None and not needs_recompute(record, mode):
+                tally.cached.add(call)
+                awaiting_repair += bool(record.status == "ok" and is_pending(record.output))
+                continue
+            tally.pending[call] = known
+            if pricing is not None:
+                tally.estimates[call] = _estimate(evaluator, inputs, pricing)
+        cost_note = None
         if pricing is not None and pricing.price is not None:
-            entry["cost_note"] = "no token estimate for audio input (an audio attachment)"
-        calls = len(pending)
-        per_key = [estimates[k] for k in pending if k in estimates]
-        row = component_row(calls, len(cached), 1 if calls else 0, entry, per_key)
-        row.update(
-            stage="evaluation",
-            items=items,
-            missing_output=missing_output,
-            calls_on_outputs_to_generate=sum(1 for known in pending.values() if not known),
+            cost_note = "no token estimate for audio input (an audio attachment)"
+        _add_row(
+            plan,
+            evaluator,
+            tally,
+            settings,
+            blocked,
+            pricing.source if pricing else None,
+            cost_note,
+            items=tally.items,
+            missing_output=tally.missing_output,
+            calls_on_outputs_to_generate=sum(1 for known in tally.pending.values() if not known),
         )
-        plan.rows[key] = row
-        if key in blocked:
-            plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
-        plan.notes.extend(_stage_end_notes(evaluator, calls, awaiting_repair))
+        plan.notes.extend(_stage_end_notes(evaluator, len(tally.pending), awaiting_repair))
     return plan
+
+
+@dataclass
+class _Tally:
+    """One evaluator's pass over its items, in both plans (Omni-StoryBench's pools, a task's
+    units): the distinct calls still to make (call key -> what that plan records per call), the
+    calls the store holds, the cost estimates of the calls to make, and the items scored or
+    lacking an output the evaluator reads."""
+
+    pending: dict[str, Any] = field(default_factory=dict)
+    cached: set[str] = field(default_factory=set)
+    estimates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: int = 0
+    missing_output: int = 0
+
+
+_Unit = TypeVar("_Unit")
+
+
+def _new_calls(
+    evaluator: Any,
+    entries: Iterable[tuple[Mapping[str, Any], Collection[str], _Unit]],
+    blocked: bool,
+    tally: _Tally,
+) -> Iterator[tuple[str, dict[str, Any], _Unit]]:
+    """Over ``entries`` (inputs, missing candidate inputs, what the caller needs of the item):
+    counts the items into ``tally`` and yields ``(call key, inputs, unit)`` once per call not yet
+    in ``tally.pending`` or ``tally.cached``; a ``blocked`` evaluator makes no call.  Lazy on
+    purpose: the caller files each yielded call under pending or cached before the next item is
+    looked at, so that the next occurrence of the same call is skipped, as the run dedupes it."""
+    reads = tuple(evaluator.reads)
+    for pool, missing, unit in entries:
+        if set(missing) & set(reads):
+            tally.missing_output += 1
+            continue
+        tally.items += 1
+        if blocked:
+            continue
+        inputs = {name: pool[name] for name in reads}
+        call = item_key(evaluator, inputs)
+        if call in tally.pending or call in tally.cached:
+            continue
+        yield call, inputs, unit
+
+
+def _add_row(
+    plan: EvaluationPlan,
+    evaluator: Any,
+    tally: _Tally,
+    settings: PlanSettings,
+    blocked: Mapping[str, str],
+    price_source: str | None,
+    cost_note: str | None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The evaluator's ``components`` row from its ``tally``, with ``fields`` after ``stage``,
+    filed in ``plan`` (and a blocked evaluator under ``cannot_run_here``); returned so a plan can
+    add to it."""
+    key = evaluator.key()
+    seconds, seconds_source = settings.seconds_per_call(key, getattr(evaluator, "uses_gpu", None))
+    entry: dict[str, Any] = {
+        "price_source": price_source,
+        "seconds_per_call": seconds,
+        "seconds_source": seconds_source,
+    }
+    if cost_note is not None:
+        entry["cost_note"] = cost_note
+    calls = len(tally.pending)
+    per_key = [tally.estimates[k] for k in tally.pending if k in tally.estimates]
+    row = component_row(calls, len(tally.cached), 1 if calls else 0, entry, per_key)
+    row.update(stage="evaluation", **fields)
+    plan.rows[key] = row
+    if key in blocked:
+        plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
+    return row
 
 
 def _stage_end_notes(evaluator: Any, calls: int, awaiting_repair: int) -> list[str]:
@@ -391,59 +449,44 @@ def plan_task_evaluation(
         if key in plan.rows:
             continue
         scope = str(getattr(evaluator, "scope", "item"))
-        reads = tuple(evaluator.reads)
         try:
             pricing = evaluator.pricing() if callable(getattr(evaluator, "pricing", None)) else None
         except ValueError as exc:  # a malformed price table: the remedy is the setting
             raise EvaluationPlanError(f"{key}: {' '.join(str(exc).split())}") from None
-        pending: dict[str, int] = {}  # call key -> judge requests it makes
-        cached: set[str] = set()
-        estimates: dict[str, dict[str, Any]] = {}
-        items = missing_output = 0
+        tally = _Tally()  # pending: call key -> judge requests it makes
         upper_bound = False
-        for unit in units.get(scope, ()):
-            if set(unit.missing) & set(reads):
-                missing_output += 1
-                continue
-            items += 1
-            if key in blocked:
-                continue
-            inputs = {name: unit.pool[name] for name in reads}
-            call = item_key(evaluator, inputs)
-            if call in pending or call in cached:
-                continue
+        entries = ((unit.pool, unit.missing, unit) for unit in units.get(scope, ()))
+        for call, inputs, unit in _new_calls(evaluator, entries, key in blocked, tally):
             record = results.get(call)
             if record is not None and not needs_recompute(record, "none"):
-                cached.add(call)
+                tally.cached.add(call)
                 continue
             counted = requests_of(evaluator, unit) if requests_of is not None else None
             if counted is not None:
-                pending[call] = int(counted[0])
+                tally.pending[call] = int(counted[0])
                 upper_bound = upper_bound or bool(counted[1])
             else:
-                pending[call] = 0
+                tally.pending[call] = 0
             if pricing is not None:
-                estimates[call] = evaluator.estimate(inputs, pricing, settings.output_tokens)
-        seconds, seconds_source = settings.seconds_per_call(
-            key, getattr(evaluator, "uses_gpu", None)
-        )
-        entry: dict[str, Any] = {
-            "price_source": getattr(pricing, "source", None) if pricing is not None else None,
-            "seconds_per_call": seconds,
-            "seconds_source": seconds_source,
-        }
+                tally.estimates[call] = evaluator.estimate(inputs, pricing, settings.output_tokens)
+        cost_note = None
         if pricing is not None and getattr(pricing, "price", None) is None:
-            entry["cost_note"] = str(getattr(pricing, "source", "no price"))
-        calls = len(pending)
-        per_key = [estimates[k] for k in pending if k in estimates]
-        row = component_row(calls, len(cached), 1 if calls else 0, entry, per_key)
-        row.update(stage="evaluation", scope=scope, items=items, missing_output=missing_output)
-        if requests_of is not None and any(pending.values()):
-            row["requests"] = sum(pending.values())
+            cost_note = str(getattr(pricing, "source", "no price"))
+        row = _add_row(
+            plan,
+            evaluator,
+            tally,
+            settings,
+            blocked,
+            getattr(pricing, "source", None) if pricing is not None else None,
+            cost_note,
+            scope=scope,
+            items=tally.items,
+            missing_output=tally.missing_output,
+        )
+        if requests_of is not None and any(tally.pending.values()):
+            row["requests"] = sum(tally.pending.values())
             row["requests_upper_bound"] = upper_bound
-        plan.rows[key] = row
-        if key in blocked:
-            plan.cannot_run_here.append(f"{key}: {blocked[key]} (its items get 'error' rows)")
     describe: Callable[[list[Any], dict[str, Any]], list[str]] | None
     describe = getattr(evaluation, "request_notes", None)
     if callable(describe):
@@ -469,11 +512,17 @@ def task_plan_notes(evaluation: Any, plan: EvaluationPlan, environment: list[str
             ".output_tokens, else its max_tokens, an upper bound)."
         )
     if environment:
-        notes.append(
-            "the evaluation's pre-flight stops on what 'evaluation cannot run here' lists, unless"
-            " --allow-partial (then those evaluators make no call)."
-        )
+        notes.append(_partial_note(COMMAND_PARTIAL))
     return notes
+
+
+def _partial_note(setting: str) -> str:
+    """The note that the pre-flight would stop on the 'cannot run here' lines unless
+    ``setting`` (the option that scores with the other evaluators)."""
+    return (
+        "the evaluation's pre-flight stops on what 'evaluation cannot run here' lists, unless"
+        f" {setting} (then those evaluators make no call)."
+    )
 
 
 def print_run_plan(
@@ -605,10 +654,12 @@ def _planned_evaluators(
     overrides: list[str],
     store_root: Path,
     allow_partial: bool,
+    partial_setting: str = COMMAND_PARTIAL,
 ) -> tuple[list[Any], dict[str, str], list[str], list[str]]:
     """The evaluators built as the evaluation builds them and their pre-flight without the
     network: (evaluators, blocked, 'cannot run here' lines, a note on what was not checked).
-    A bad setting raises :class:`EvaluationPlanError` unless ``allow_partial``."""
+    A bad setting raises :class:`EvaluationPlanError` unless ``allow_partial`` (the error names
+    ``partial_setting``, the way to ask for it: the option of ``evaluate`` or the sweep's key)."""
     from omnistory_core.errors import ConfigError, PluginError
     from omnistory_eval.evaluators import build_evaluators
     from omnistory_eval.preflight import NOT_ASKED, NOT_PROBED, causes_by_evaluator, preflight
@@ -622,7 +673,7 @@ def _planned_evaluators(
     if config and not allow_partial:
         raise EvaluationPlanError(
             "; ".join(f"{p.line()} ({p.remedy})" for p in config)
-            + " (the evaluation's pre-flight stops on this; --allow-partial scores with the"
+            + f" (the evaluation's pre-flight stops on this; {partial_setting} scores with the"
             " others)"
         )
     blocked = causes_by_evaluator(config) if allow_partial else {}
@@ -683,14 +734,6 @@ def plan_sweep_evaluation(
     which blocks the evaluator as the evaluation would); a missing package, checkpoint or key is
     listed under ``cannot_run_here``."""
     from omnistory_core.data.cache import load_examples
-    from omnistory_core.errors import ConfigError, PluginError
-    from omnistory_eval.evaluators import build_evaluators
-    from omnistory_eval.preflight import (
-        NOT_ASKED,
-        NOT_PROBED,
-        causes_by_evaluator,
-        preflight,
-    )
 
     settings = settings or PlanSettings()
     plan = EvaluationPlan()
@@ -750,26 +793,14 @@ def plan_sweep_evaluation(
         return plan
     first = systems[0]
     store_root = Path(first.store or sweep_dir / "store")
-    try:
-        evaluators = build_evaluators(metrics, judges, overrides, store_root)
-    except (ConfigError, PluginError, ValueError) as exc:
-        raise EvaluationPlanError(" ".join(str(exc).split())) from None
-    problems = preflight(evaluators, network=False)
-    config = [p for p in problems if p.check == "config"]
-    if config and not allow_partial:
-        raise EvaluationPlanError(
-            "; ".join(f"{p.line()} ({p.remedy})" for p in config)
-            + " (the evaluation's pre-flight stops on this; evaluation.allow_partial=true scores"
-            " with the others)"
-        )
-    blocked = causes_by_evaluator(config) if allow_partial else {}
+    evaluators, blocked, environment, unchecked = _planned_evaluators(
+        metrics, judges, overrides, store_root, allow_partial, SWEEP_PARTIAL
+    )
     examples, _ = load_examples(first.spec)
     result = plan_evaluation(
         systems, examples, evaluators, ReadOnlyStore(store_root), settings, blocked
     )
-    unchecked = [p for p in problems if p.detail in (NOT_PROBED, NOT_ASKED)]
-    environment = [p for p in problems if p.check != "config" and p not in unchecked]
-    result.cannot_run_here += list(dict.fromkeys(f"{p.line()}; {p.remedy}" for p in environment))
+    result.cannot_run_here += environment
     earlier = sum(1 for s in systems if s.outputs is not None)
     notes = [
         f"evaluation rows (metric/..., judge/...): the end-of-sweep evaluation of {len(systems)}"
@@ -790,15 +821,6 @@ def plan_sweep_evaluation(
             " tokens = the judge's max_new_tokens (an upper bound)."
         )
     if environment:
-        notes.append(
-            "the evaluation's pre-flight stops on what 'evaluation cannot run here' lists, unless"
-            " evaluation.allow_partial=true (then those evaluators make no call)."
-        )
-    if unchecked:
-        notes.append(
-            "not checked (a dry run makes no network call): "
-            + ", ".join(dict.fromkeys(f"{p.evaluator} {p.check} {p.target}" for p in unchecked))
-            + "; the evaluation's pre-flight checks them."
-        )
-    result.notes = notes + result.notes
+        notes.append(_partial_note(SWEEP_PARTIAL))
+    result.notes = notes + unchecked + result.notes
     return result
