@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from omnistory_testkit.metric_checkpoints import build_tiny_clip
 from omnistory_vistorybench.metrics import cids
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Detector
 from omnistory_vistorybench.metrics.grounding import (
@@ -16,7 +17,7 @@ from omnistory_vistorybench.metrics.grounding import (
     preprocess_caption,
     select_boxes,
 )
-from vsb_metric_images import build_tiny_clip, halves, noise, write_image
+from vsb_metric_images import halves, noise, write_image
 
 from omnistory_core.api import ComponentError
 
