@@ -49,13 +49,19 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _fresh(directory: str | Path, seed: int) -> Path:
+    """``directory`` created (parents too) and torch seeded: where every builder starts."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    _seed(seed)
+    return d
+
+
 def build_tiny_roberta(directory: str | Path, seed: int = 0, layers: int = 3) -> Path:
     """A 3-layer RoBERTa with a byte-level BPE tokenizer (bert_score's RoBERTa code path)."""
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     vocab, merges = _bpe(d, 300, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     tok = RobertaTokenizer(vocab=vocab, merges=merges, model_max_length=64)
     tok.save_pretrained(d)
@@ -84,9 +90,7 @@ def build_tiny_clip(directory: str | Path, seed: int = 0, image_size: int = 32) 
         CLIPTokenizer,
     )
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     vocab, merges = _bpe(d, 280, ["<|startoftext|>", "<|endoftext|>"])
     tok = CLIPTokenizer(vocab=vocab, merges=merges)
     images = CLIPImageProcessor(
@@ -145,9 +149,7 @@ def build_tiny_whisper(directory: str | Path, seed: int = 0) -> Path:
         WhisperTokenizer,
     )
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     vocab, merges = _bpe(d, 300, [])
     tok = WhisperTokenizer(vocab=vocab, merges=merges, pad_token="<|endoftext|>")
     tok.add_special_tokens({"additional_special_tokens": WHISPER_SPECIALS[1:]})
@@ -231,9 +233,7 @@ def build_tiny_hubert_er(directory: str | Path, seed: int = 0) -> Path:
     """A tiny HubertForSequenceClassification with superb/hubert-large-superb-er's label set."""
     from transformers import HubertConfig, HubertForSequenceClassification
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     labels = ["neu", "hap", "ang", "sad"]
     # four labels: id2label sets num_labels
     cfg = HubertConfig(
@@ -252,9 +252,7 @@ def build_tiny_age_gender(directory: str | Path, seed: int = 0) -> Path:
     from omnistory_eval.metrics._age_gender_nn import AgeGenderModel
     from transformers import Wav2Vec2Config
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     AgeGenderModel(Wav2Vec2Config(**_tiny_wav2vec2_kwargs())).save_pretrained(d)
     _save_extractor(d)
     return d
@@ -264,9 +262,7 @@ def build_tiny_wav2vec2(directory: str | Path, seed: int = 0) -> Path:
     """A tiny plain ``Wav2Vec2Model`` with its feature extractor (an encoder for stand-ins)."""
     from transformers import Wav2Vec2Config, Wav2Vec2Model
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     Wav2Vec2Model(Wav2Vec2Config(**_tiny_wav2vec2_kwargs())).save_pretrained(d)
     _save_extractor(d)
     return d
@@ -449,9 +445,7 @@ def build_tiny_emotion2vec(directory: str | Path, seed: int = 0) -> Path:
         normalize=True,
         modalities=dict(audio=audio),
     )
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    _seed(seed)
+    d = _fresh(directory, seed)
     model = Emotion2vec(model_conf=conf, vocab_size=len(EMOTION2VEC_TOKENS))
     torch.save(model.state_dict(), d / "model.pt")
     (d / "tokens.txt").write_text("\n".join(EMOTION2VEC_TOKENS) + "\n", encoding="utf-8")
