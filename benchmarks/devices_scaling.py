@@ -1,4 +1,4 @@
-"""A sweep on k devices against one device: wall time, model loads, duplicates, outputs.
+"""A sweep on k devices against one device: wall time, model loads, duplicates, outputs, scores.
 
 Runs the 8-job grid ``-m planner=claude,gpt image=kontext,dev tts=parler,voxcpm`` on the demo with
 every model component replaced by its stand-in (``omnistory_testkit.standins``: same names,
@@ -26,8 +26,13 @@ made calls, loads and pairs; and last, exactly one line::
 pairs it used, calls made twice over every run, outputs equal to k = 1's or not).  The hosted
 planners (gpt, claude) use no GPU: they run in the jobs' own processes.
 
-``--evaluate`` is accepted for the evaluation half of the measurement, which needs metric and judge
-stages on device replicas (not available yet): it says so on one line and measures generation.
+``--evaluate``: the sweep also scores itself at its end (``evaluation.metrics=[clip]``,
+``evaluation.judges=[text-qwen3-30b-a3b]``, a metric and a judge that need a GPU, replaced by their
+stand-ins too: ``make_standin_site(..., evaluators=True)``), on the sweep's devices: metric and
+judge stages on replicas, evaluator-major over the sweep.  Their calls and loads count in every
+figure (planned, made, twice, loads, pairs), and the digest covers the scores table too (must
+equal k = 1's).  The stand-in evaluators take one item per chunk (``batch_size=1``): the sweep's
+handful of items per evaluator would otherwise be one chunk, which no number of devices shares.
 
     python benchmarks/devices_scaling.py [--delay 2.0] [--load-delay 5] [--examples 10]
         [--devices 1,2,4] [--no-today] [--evaluate]
@@ -47,6 +52,13 @@ from collections import Counter
 from pathlib import Path
 
 GRID = ("-m", "planner=claude,gpt", "image=kontext,dev", "tts=parler,voxcpm")
+METRIC, JUDGE = "clip", "text-qwen3-30b-a3b"
+#: the end-of-sweep evaluation of ``--evaluate`` (one item per chunk: see the module docstring)
+EVALUATION = (
+    f"evaluation.metrics=[{METRIC}]",
+    f"evaluation.judges=[{JUDGE}]",
+    f"evaluation.overrides=['metric.{METRIC}.batch_size=1','judge.{JUDGE}.batch_size=1']",
+)
 
 
 def _env(root: Path, site: Path, delay: float, load_delay: float) -> dict[str, str]:
@@ -82,11 +94,23 @@ def _run(root: Path, env: dict[str, str], *extra: str) -> float:
 
 
 def _outputs(sweep: Path) -> str:
+    """A digest of every generated file of every job and of the scores table (when scored)."""
     digest = hashlib.sha256()
-    for path in sorted(sweep.glob("*/*/*/generated.*")):
+    paths = sorted(sweep.glob("*/*/*/generated.*"))
+    for path in [*paths, *([sweep / "scores.jsonl"] if (sweep / "scores.jsonl").exists() else [])]:
         digest.update(str(path.relative_to(sweep)).encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _calls_made(sweep: Path) -> int:
+    """Calls the sweep made: its jobs' (``sweep_stats.json``) and its evaluation's."""
+    stats = json.loads((sweep / "sweep_stats.json").read_text())
+    made = sum(c["calls"] for c in stats["components"].values())
+    scored = sweep / "evaluation_stats.json"
+    if scored.exists():
+        made += sum(c["calls"] for c in json.loads(scored.read_text())["components"].values())
+    return made
 
 
 def _lines(path: Path) -> list[dict]:
@@ -101,6 +125,7 @@ def measure(
     load_delay: float,
     examples: int,
     warm: bool = True,
+    evaluate: bool = False,
 ) -> dict:
     root = base / f"k{k}{'' if warm else '-today'}"
     root.mkdir()
@@ -114,18 +139,18 @@ def measure(
         "engine.progress=false",
         "evaluation.report=false",
         f"engine.warm_pool={str(warm).lower()}",
+        *(EVALUATION if evaluate else ()),
     )
     _run(root, env, *common, "engine.dry_run=true")
     plan = json.loads((root / "out/sweeps/bench/sweep_plan.json").read_text())
     wall = _run(root, env, *common)
-    stats = json.loads((root / "out/sweeps/bench/sweep_stats.json").read_text())
     made = Counter(c["digest"] for c in _lines(root / "calls.jsonl"))
     loads = _lines(root / "loads.jsonl")
     return {
         "k": k,
         "wall": wall,
         "planned": plan["total"]["calls"],
-        "calls": sum(c["calls"] for c in stats["components"].values()),
+        "calls": _calls_made(root / "out/sweeps/bench"),
         "records": len(list((root / "out/store/calls").rglob("*.json"))),
         "twice": sum(1 for n in made.values() if n > 1),
         "loads": len(loads),
@@ -145,20 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-today", action="store_true", help="skip the largest k without the warm pool"
     )
-    parser.add_argument("--evaluate", action="store_true", help="evaluation too (see the doc)")
+    parser.add_argument(
+        "--evaluate", action="store_true", help="the end-of-sweep evaluation too (see the doc)"
+    )
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
     from omnistory_testkit.standins import make_standin_site
 
     with tempfile.TemporaryDirectory(prefix="omnistory-devices-") as tmp:
         base = Path(tmp)
-        site = make_standin_site(base / "site")
-        rows = [measure(base, site, k, args.delay, args.load_delay, args.examples) for k in ks]
+        site = make_standin_site(base / "site", evaluators=args.evaluate)
+        timing = (args.delay, args.load_delay, args.examples)
+        rows = [measure(base, site, k, *timing, evaluate=args.evaluate) for k in ks]
         today = None
         if not args.no_today:
-            today = measure(
-                base, site, ks[-1], args.delay, args.load_delay, args.examples, warm=False
-            )
+            today = measure(base, site, ks[-1], *timing, warm=False, evaluate=args.evaluate)
     first, last = rows[0], rows[-1]
     print(
         f"8-job grid {' '.join(GRID[1:])}, {args.examples} examples, stand-ins sleeping"
@@ -167,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.evaluate:
         print(
-            "evaluation: not measured (metric and judge stages do not run on device replicas"
-            " yet); the figures are generation's"
+            f"with the end-of-sweep evaluation: metric={METRIC} and judge={JUDGE} (stand-ins,"
+            " one GPU each, batch_size=1) on the sweep's devices; every figure includes it and"
+            " the outputs digest covers scores.jsonl"
         )
     print(
         f"{'k':>3} {'wall s':>8} {'speed-up':>9} {'per k':>6} {'planned':>8} {'calls':>6}"
