@@ -254,6 +254,43 @@ def test_only_the_scored_labels_are_required(models, clips):
     assert isinstance(bad, ValueError) and "reference_speech.speed" in str(bad)
 
 
+def test_speed_pitch_and_gender_are_judged_as_speech_meta_judges_them():
+    """The three fields both evaluators score come from one code path: for the same clip and
+    predictions, the same labels, scores and detail, and the same failure rules."""
+    from types import SimpleNamespace
+
+    from omnistory_eval.metrics.age_gender import GenderPrediction
+    from omnistory_eval.metrics.asr import Transcript
+    from omnistory_eval.metrics.emotion import EmotionPrediction
+    from omnistory_eval.outcomes import EvaluatorUnavailable
+
+    wave = synthetic_voice(215.0, seconds=1.5, syllables_per_second=3.0)
+    ref = {"emotion": "happy", "speed": "normal", "pitch": "normal", "gender": "female"}
+    words = [{"text": w, "timestamp": (0.3 * i, 0.3 * i + 0.2)} for i, w in enumerate("abcd")]
+    transcript = Transcript("a b c d", words)
+    gender = GenderPrediction("female", {"female": 0.9, "male": 0.1}, 1)
+    emotion = EmotionPrediction("happy", {"happy": 1.0}, {"hubert": {"happy": 1.0}})
+    paper, real = SpeechMetaMetric(), SpeechMetaRealMetric()
+    # the state load() leaves: only the ASR's beam count is read while scoring
+    paper._asr = real._asr = SimpleNamespace(effective_num_beams=3)  # type: ignore[assignment]
+    a = paper._score(ref, wave, transcript, gender, emotion)
+    b = real._score(ref, wave, transcript, gender)
+    scored = SpeechMetaRealMetric.criteria
+    assert a.status == b.status == "ok" and b.scores["gender"] == 1.0
+    assert b.scores == {f: a.scores[f] for f in scored}
+    assert b.detail["predicted"] == {f: a.detail["predicted"][f] for f in scored}
+    shared = [k for k in a.detail if k not in ("predicted", "emotion_probs", "emotion_members")]
+    assert shared and {k: b.detail[k] for k in shared} == {k: a.detail[k] for k in shared}
+    assert b.detail["asr_num_beams"] == 3 and b.detail["not_scored"] == NOT_SCORED
+    # the machinery failing is an error row in both; a clip the ASR cannot read leaves speed None
+    crash = EvaluatorUnavailable("worker died")
+    assert real._score(ref, wave, crash, gender).status == "error"
+    assert paper._score(ref, wave, crash, gender, emotion).status == "error"
+    unlucky = real._score(ref, wave, ValueError("too short"), gender)
+    assert unlucky.status == "ok" and unlucky.scores["speed"] is None
+    assert unlucky.detail["errors"] == {"speed": "ValueError: too short"}
+
+
 def test_its_keys_and_rows_are_its_own():
     real, paper = SpeechMetaRealMetric(), SpeechMetaMetric()
     assert real.key() == "metric/speech_meta_fw_pya" != paper.key()
