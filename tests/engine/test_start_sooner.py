@@ -35,6 +35,10 @@ def _sweep(root: Path, *extra: str, grid: tuple[str, ...] = GRID) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def _stats(root: Path) -> dict:
+    return json.loads((root / "out/sweeps/demo/sweep_stats.json").read_text())
+
+
 def _records(root: Path) -> dict[str, str]:
     """Every record of the store (its key's file -> its content)."""
     calls = root / "out/store/calls"
@@ -75,6 +79,8 @@ def test_experts_start_before_planning_ends_with_the_stage_major_outputs(tmp_pat
         early = [end for end in experts if plans[0] < end < plans[-1]]
         assert bool(early) is overlaps, (root.name, plans, sorted(experts))
 
+    # what the jobs counted (calls, cache hits, failures, loads per component): the same
+    assert _stats(sooner)["components"] == _stats(later)["components"]
     # the loads: each pooled model once on the device, with or without waves
     for root in (sooner, later):
         loads = Counter((e["component"], e["devices"]) for e in lines(root / "loads.jsonl"))
@@ -102,6 +108,6 @@ def test_a_model_no_remaining_job_needs_is_released_before_the_sweep_ends(tmp_pa
             assert entry["time"] > max(c["end"] for c in calls), entry
     loads = Counter((e["component"], e["devices"]) for e in lines(tmp_path / "loads.jsonl"))
     assert loads == Counter({(c, "0"): 1 for c in ("image/kontext", "image/dev", "tts/parler")})
-    assert json.loads((tmp_path / "out/sweeps/demo/sweep_stats.json").read_text())[
-        "loads_by_device"
-    ] == {c: {"0": 1} for c in ("image/dev", "image/kontext", "tts/parler")}
+    assert _stats(tmp_path)["loads_by_device"] == {
+        c: {"0": 1} for c in ("image/dev", "image/kontext", "tts/parler")
+    }
