@@ -42,15 +42,26 @@ def test_loads_its_gguf_and_answers(planner, items):
     assert usage["input_tokens"] > 500  # the whole project prompt went through the chat template
     # llama-cpp-python counts the token that hit the limit as well: 13 for max_tokens=12
     assert 0 < usage["output_tokens"] <= 13 and usage["truncated_calls"] in (0, 1)
-    assert usage["grammar_calls"] == (1 if planner.backend_name() == "llama_cpp" else 0)
+    assert usage["grammar_calls"] == 1  # both backends: the Plan schema holds the answer
 
 
 def test_the_grammar_forces_the_plan_object(planner, items):
-    if planner.backend_name() != "llama_cpp":
-        pytest.skip("only llama_cpp has a grammar; the transformers backend's JSON is repaired")
     text = planner.run_one(items[0]).text
     # random weights, yet the grammar makes the answer start as a plan
     assert text.replace(" ", "").startswith('{"narration":"'), text
+
+
+def test_without_the_grammar_the_transformers_backend_writes_freely(items, tiny_gguf):
+    need("transformers", "torch", "gguf", why=WHY["transformers"])
+    free = LlamaCppPlanner(
+        model=str(tiny_gguf), backend="transformers", grammar=False, max_tokens=12
+    )
+    try:
+        reply = free.run_one(items[0])
+    finally:
+        free.unload()
+    assert reply.usage["grammar_calls"] == 0
+    assert not reply.text.replace(" ", "").startswith('{"narration":"'), reply.text
 
 
 def test_same_prompt_same_answer_in_any_order(planner, items, tiny_gguf):

@@ -41,10 +41,12 @@ def test_the_json_shape_is_added_only_where_no_grammar_holds_the_model(tmp_path)
     def hinted(**params) -> bool:
         return SHAPE_HINT in LlamaCppPlanner(model=model, **params).prompt(item)[1]
 
-    assert hinted(backend="transformers") and not hinted(backend="llama_cpp")
+    # both backends have a grammar now: the hint is for grammar=false only
+    assert not hinted(backend="transformers") and not hinted(backend="llama_cpp")
     assert hinted(backend="llama_cpp", grammar=False)
+    assert hinted(backend="transformers", grammar=False)
     assert hinted(backend="llama_cpp", shape_hint="always")
-    assert not hinted(backend="transformers", shape_hint="never")
+    assert not hinted(backend="transformers", grammar=False, shape_hint="never")
     keys = {
         LlamaCppPlanner(model=model, backend="llama_cpp", shape_hint=h).output_params()[
             "prompt_sha256"
@@ -91,6 +93,10 @@ def test_cache_key_follows_the_file_the_prompt_and_the_backend(tmp_path):
     assert other["prompt_sha256"] != key["prompt_sha256"]
     llama = LlamaCppPlanner(model=str(a), backend="llama_cpp").output_params()
     assert llama["backend"] == "llama_cpp" and llama["grammar"] is True
+    # the grammar compiler decides which tokens are allowed: its version is in the key
+    assert key["grammar"] is True and key["llguidance"] not in ("", None)
+    free = LlamaCppPlanner(model=str(a), backend="transformers", grammar=False).output_params()
+    assert "llguidance" not in free and "llguidance" not in llama
 
 
 def test_preflight_names_the_problem(tmp_path):

@@ -25,9 +25,13 @@ MODEL = os.environ.get("OMNISTORY_MODEL_PLANNER_LLAMACPP", "")
     not MODEL or not Path(MODEL).is_file(),
     reason="no real GGUF: set OMNISTORY_MODEL_PLANNER_LLAMACPP (README: the Qwen GGUFs)",
 )
-def test_a_real_model_writes_schema_valid_plans_with_the_grammar() -> None:
-    need("llama_cpp", why="llama-cpp-python is not installed (README: 'CI')")
-    planner = LlamaCppPlanner(model=MODEL, backend="llama_cpp", max_tokens=384)
+@pytest.mark.parametrize("backend", ["llama_cpp", "transformers"])
+def test_a_real_model_writes_schema_valid_plans_with_the_grammar(backend: str) -> None:
+    if backend == "llama_cpp":
+        need("llama_cpp", why="llama-cpp-python is not installed (README: 'CI')")
+    else:
+        need("transformers", "torch", "gguf", "llguidance", why="the transformers extra")
+    planner = LlamaCppPlanner(model=MODEL, backend=backend, max_tokens=384)
     try:
         for item in demo_planner_items():
             reply = planner.run_one(item)

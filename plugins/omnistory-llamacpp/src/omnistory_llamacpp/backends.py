@@ -1,4 +1,4 @@
-"""The two ways to run a GGUF: llama-cpp-python (with a grammar) and transformers (without).
+"""The two ways to run a GGUF: llama-cpp-python and transformers, both held to the Plan schema.
 
 Both take the same chat (a system and a user message), decode greedily unless a temperature is
 set, re-seed before every call and return the raw text with its token counts, so that an item's
@@ -9,11 +9,13 @@ imported before :meth:`load`.
   and the Plan schema compiled to a GBNF grammar (:func:`plan_grammar`), so every answer that is
   not cut by ``max_tokens`` is a schema-valid plan.  The KV cache is reset before each call: a
   prefix shared with the previous prompt would otherwise be reused, which makes the answer depend
-  on the previous item.
+  on the previous item.  llama-cpp-python has no binary wheel on PyPI (it is built from source).
 * :class:`TransformersBackend`: ``AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)``,
-  which dequantizes the GGUF to float32 (about 4x the file in memory) and needs no compiler, but
-  has no grammar: its JSON is whatever the model writes, and the engine's plan parser applies its
-  rule-based repairs.  Generation stops as soon as the first JSON object is closed.
+  which dequantizes the GGUF to float32 (about 4x the file in memory) and needs no compiler.  The
+  same schema constrains it through llguidance (:class:`SchemaMask`, a logits processor: a binary
+  wheel on PyPI), so its answers are schema-valid plans too; with ``grammar=false`` its JSON is
+  whatever the model writes, and the engine's plan parser applies its rule-based repairs.
+  Generation stops as soon as the first JSON object is closed.
 """
 
 from __future__ import annotations
@@ -157,13 +159,61 @@ def json_closed(text: str) -> bool:
 _PLAIN_TEMPLATE = "{system}\n\n{user}\n\nAnswer (JSON):\n"
 
 
+class SchemaMask:
+    """A transformers logits processor that allows only the tokens that keep the answer a valid
+    Plan (:func:`grammar_schema`), through llguidance's JSON-schema matcher.
+
+    One matcher per call: it consumes each generated token and masks the next logits; once the
+    object is complete only the end-of-sequence token remains.  A token the matcher refuses (which
+    the mask should make impossible) raises instead of decoding on unconstrained.
+    """
+
+    def __init__(self, tokenizer: Any, grammar: str, start: int):
+        import llguidance
+
+        self.matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        self.start = start
+        self.consumed = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+        import torch
+
+        new = input_ids[0, self.start :].tolist()
+        for token in new[self.consumed :]:
+            if not self.matcher.consume_token(int(token)):
+                raise RuntimeError(f"the Plan grammar refused token {token}: {self._error()}")
+        self.consumed = len(new)
+        if self.matcher.is_error():
+            raise RuntimeError(f"the Plan grammar failed: {self._error()}")
+        bits = np.unpackbits(
+            np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8), bitorder="little"
+        ).astype(bool)
+        vocab = scores.shape[-1]
+        allowed = np.zeros(vocab, dtype=bool)  # logits past the tokenizer's vocabulary: padding
+        allowed[: min(vocab, bits.size)] = bits[:vocab]
+        return scores.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+
+    def _error(self) -> str:
+        return str(self.matcher.get_error() or "no detail")
+
+
+def schema_grammar() -> str:
+    """The Plan schema as an llguidance grammar (compact separators, as llama.cpp's)."""
+    import llguidance
+
+    return llguidance.LLMatcher.grammar_from_json_schema(
+        grammar_schema(), defaults={"whitespace_flexible": False}
+    )
+
+
 class TransformersBackend:
-    """A GGUF through transformers' GGUF loader (dequantized to float32 on the CPU)."""
+    """A GGUF through transformers' GGUF loader (dequantized to float32 on the CPU), held to the
+    Plan schema by llguidance unless ``grammar`` is off."""
 
     name = "transformers"
-    has_grammar = False
 
-    def __init__(self, path: Path, *, threads: int | None):
+    def __init__(self, path: Path, *, threads: int | None, grammar: bool = True):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -175,6 +225,15 @@ class TransformersBackend:
             folder, gguf_file=name, dtype=torch.float32
         )
         self.model.eval()
+        self.has_grammar = bool(grammar)
+        self.grammar_tokenizer: Any = None
+        self.grammar = ""
+        if self.has_grammar:
+            import llguidance.hf
+
+            # about a second for a 150k vocabulary: once per load, not per call
+            self.grammar_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer)
+            self.grammar = schema_grammar()
 
     def prompt_ids(self, system: str, user: str) -> Any:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -188,7 +247,7 @@ class TransformersBackend:
 
     def generate(self, system: str, user: str, sampling: Sampling) -> Reply:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         ids = self.prompt_ids(system, user)
         start = ids.shape[1]
@@ -206,6 +265,9 @@ class TransformersBackend:
             "max_new_tokens": sampling.max_tokens,
             "repetition_penalty": sampling.repeat_penalty,
         }
+        if self.has_grammar:
+            mask = SchemaMask(self.grammar_tokenizer, self.grammar, start)
+            kwargs["logits_processor"] = LogitsProcessorList([mask])
         if sampling.temperature > 0:
             kwargs.update(
                 do_sample=True,
@@ -238,15 +300,17 @@ class TransformersBackend:
         )
 
     def close(self) -> None:
-        self.model = self.tokenizer = None
+        self.model = self.tokenizer = self.grammar_tokenizer = None
 
 
 __all__ = [
     "LlamaCppBackend",
     "Reply",
     "Sampling",
+    "SchemaMask",
     "TransformersBackend",
     "grammar_schema",
     "json_closed",
     "plan_grammar",
+    "schema_grammar",
 ]

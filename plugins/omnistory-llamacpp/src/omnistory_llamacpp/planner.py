@@ -8,9 +8,10 @@ else is the project's planner prompt (:mod:`omnistory_core.kit.planning.prompts`
 and the raw answer goes to the engine's plan parser like every planner's.
 
 Backends (:mod:`omnistory_llamacpp.backends`): ``llama_cpp`` (llama-cpp-python, the Plan schema
-as a grammar: every answer not cut by ``max_tokens`` is a schema-valid plan) or ``transformers``
-(its GGUF loader: no compiler, slower, no grammar).  ``auto`` takes ``llama_cpp`` when it is
-installed; the backend that ran is part of the cache key.
+as a GBNF grammar) or ``transformers`` (its GGUF loader: no compiler, slower; the same schema
+through llguidance).  With ``grammar`` on (the default) every answer not cut by ``max_tokens`` is
+a schema-valid plan on either.  ``auto`` takes ``llama_cpp`` when it is installed; the backend
+that ran, and the grammar library's version, are part of the cache key.
 """
 
 from __future__ import annotations
@@ -46,8 +47,14 @@ SYSTEM_TEXT_CLAUSE = "You are shown one page (its narration; its illustration is
 INSTALL_HINTS = {
     "llama_cpp": "pip install 'omnistory-llamacpp[llama-cpp]' (builds llama-cpp-python 0.3.36 from"
     " source: cmake and a C++ compiler; or pip install a wheel built once, see the README)",
-    "transformers": "pip install 'omnistory-llamacpp[transformers]' (transformers, torch, gguf)",
+    "transformers": "pip install 'omnistory-llamacpp[transformers]' (transformers, torch, gguf,"
+    " llguidance)",
 }
+#: what holds the transformers backend to the Plan schema (``grammar=true``)
+GRAMMAR_HINT = (
+    "pip install 'omnistory-llamacpp[transformers]' (llguidance), or planner.grammar=false for"
+    " unconstrained JSON"
+)
 
 
 #: the plan's JSON shape, appended to the prompt when no grammar holds the model to it: without
@@ -109,7 +116,8 @@ def installed(backend: str) -> bool:
 
 
 class LlamaCppPlanner(Planner):
-    """A local GGUF chat model as a text-only planner (llama-cpp-python or transformers)."""
+    """A local GGUF chat model as a text-only planner (llama-cpp-python or transformers), held to
+    the Plan schema by a grammar on either backend."""
 
     name = "llamacpp"
     version = "1"
@@ -125,7 +133,7 @@ class LlamaCppPlanner(Planner):
             "backend",
             str,
             "auto",
-            "llama_cpp (grammar) | transformers (no compiler, no grammar) | auto (llama_cpp if"
+            "llama_cpp (llama-cpp-python) | transformers (no compiler, slower) | auto (llama_cpp if"
             " installed)",
             choices=BACKENDS,
         ),
@@ -141,8 +149,8 @@ class LlamaCppPlanner(Planner):
             "grammar",
             bool,
             True,
-            "llama_cpp: constrain decoding with the Plan schema (the transformers backend has no"
-            " grammar and ignores it)",
+            "constrain decoding with the Plan schema (llama_cpp: its GBNF grammar; transformers:"
+            " llguidance)",
         ),
         Param(
             "shape_hint",
@@ -198,11 +206,14 @@ class LlamaCppPlanner(Planner):
         params = super().output_params()
         backend = self.backend_name()
         params["backend"] = backend
-        dist = {"llama_cpp": "llama-cpp-python", "transformers": "transformers"}[backend]
-        try:
-            params[dist] = version(dist)
-        except PackageNotFoundError:
-            params[dist] = "missing"
+        dists = [{"llama_cpp": "llama-cpp-python", "transformers": "transformers"}[backend]]
+        if backend == "transformers" and bool(params.get("grammar")):
+            dists.append("llguidance")  # its grammar compiler decides which tokens are allowed
+        for dist in dists:
+            try:
+                params[dist] = version(dist)
+            except PackageNotFoundError:
+                params[dist] = "missing"
         path = self.model_path()
         params["gguf"] = (
             gguf_fingerprint(path) if path is not None and path.is_file() else "missing"
@@ -230,6 +241,11 @@ class LlamaCppPlanner(Planner):
             raise ComponentError(
                 f"planner=llamacpp: backend {backend} is not installed; {INSTALL_HINTS[backend]}"
             )
+        grammar = bool(self.params["grammar"])
+        if backend == "transformers" and grammar and importlib.util.find_spec("llguidance") is None:
+            raise ComponentError(
+                f"planner=llamacpp: planner.grammar=true needs llguidance; {GRAMMAR_HINT}"
+            )
 
     def load(self) -> None:
         self.preflight()
@@ -253,7 +269,9 @@ class LlamaCppPlanner(Planner):
         else:
             from omnistory_llamacpp.backends import TransformersBackend
 
-            self.backend = TransformersBackend(path, threads=threads)
+            self.backend = TransformersBackend(
+                path, threads=threads, grammar=bool(self.params["grammar"])
+            )
 
     def unload(self) -> None:
         backend, self.backend = self.backend, None
@@ -263,11 +281,11 @@ class LlamaCppPlanner(Planner):
     # -- calls -----------------------------------------------------------------------------
     def uses_shape_hint(self) -> bool:
         """Whether the prompt ends with the plan's JSON shape: ``shape_hint=always``, or ``auto``
-        when no grammar constrains the answer (the transformers backend, or ``grammar=false``)."""
+        when no grammar constrains the answer (``grammar=false``)."""
         hint = str(self.params["shape_hint"])
         if hint != "auto":
             return hint == "always"
-        return not (self.backend_name() == "llama_cpp" and bool(self.params["grammar"]))
+        return not bool(self.params["grammar"])
 
     def prompt(self, item: dict[str, Any]) -> tuple[str, str]:
         """The (system, user) messages for one example."""
