@@ -103,6 +103,20 @@ def _outputs(sweep: Path) -> str:
     return digest.hexdigest()
 
 
+def _is_evaluator(entry: dict) -> bool:
+    return entry["component"].split("/")[0] in ("metric", "judge")
+
+
+def _evaluation_seconds(calls: list[dict]) -> float | None:
+    """The end-of-sweep evaluation's share of the wall time, from the stand-ins' call log: the
+    last evaluator call's end less the last generation call's (None: nothing scored)."""
+    scored = [c["end"] for c in calls if _is_evaluator(c)]
+    generated = [c["end"] for c in calls if not _is_evaluator(c)]
+    if not scored or not generated:
+        return None
+    return max(scored) - max(generated)
+
+
 def _calls_made(sweep: Path) -> int:
     """Calls the sweep made: its jobs' (``sweep_stats.json``) and its evaluation's."""
     stats = json.loads((sweep / "sweep_stats.json").read_text())
@@ -144,7 +158,8 @@ def measure(
     _run(root, env, *common, "engine.dry_run=true")
     plan = json.loads((root / "out/sweeps/bench/sweep_plan.json").read_text())
     wall = _run(root, env, *common)
-    made = Counter(c["digest"] for c in _lines(root / "calls.jsonl"))
+    calls = _lines(root / "calls.jsonl")
+    made = Counter(c["digest"] for c in calls)
     loads = _lines(root / "loads.jsonl")
     return {
         "k": k,
@@ -155,6 +170,8 @@ def measure(
         "twice": sum(1 for n in made.values() if n > 1),
         "loads": len(loads),
         "pairs": len({(e["component"], e["devices"]) for e in loads}),
+        "evaluation_s": _evaluation_seconds(calls),
+        "evaluator_loads": sum(1 for e in loads if _is_evaluator(e)),
         "outputs": _outputs(root / "out/sweeps/bench"),
     }
 
@@ -208,6 +225,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['k']:>3} {row['wall']:>8.1f} {speed:>9.2f} {speed / row['k']:>6.2f}"
             f" {row['planned']:>8} {row['calls']:>6} {row['records']:>8} {row['twice']:>6}"
             f" {row['loads']:>6} {row['pairs']:>6} {str(row['outputs'] == first['outputs']):>14}"
+        )
+    if args.evaluate and all(r["evaluation_s"] for r in rows):
+        phases = ", ".join(
+            f"k={r['k']} {r['evaluation_s']:.1f} s ({r['evaluator_loads']} evaluator loads)"
+            for r in rows
+        )
+        print(
+            f"evaluation (last generation call to last evaluator call): {phases};"
+            f" speed-up {first['evaluation_s'] / last['evaluation_s']:.2f} at k={last['k']}"
         )
     if today is not None:
         print(

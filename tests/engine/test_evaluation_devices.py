@@ -170,6 +170,19 @@ def test_the_end_of_sweep_evaluation_scores_on_the_sweeps_devices(
     assert max(len(d) for d in on.values()) >= 2, on
 
 
+def test_evaluate_reads_engine_options_among_its_positional_arguments() -> None:
+    from omnistory_eval.command import EvaluationInputError, split_engine_options
+
+    rest, engine = split_engine_options(
+        ["out/sweeps/s", "engine.devices=[0,1]", "dataset.limit=2", "engine.device_locks=/l"]
+    )
+    assert rest == ["out/sweeps/s", "dataset.limit=2"]
+    assert engine == {"devices": [0, 1], "device_locks": "/l"}
+    assert split_engine_options(["engine.devices=none"])[1] == {"devices": "none"}
+    with pytest.raises(EvaluationInputError, match=r"engine.devices=\[0,: not a YAML value"):
+        split_engine_options(["engine.devices=[0,"])
+
+
 # -- the JSON repair pass on a replica -----------------------------------------------------------
 def _repair_run(tmp_path: Path, monkeypatch, devices: object, caplog) -> tuple[bytes, list[str]]:
     """A real judge behind a local OpenAI-protocol server whose every answer needs the repair;

@@ -124,7 +124,7 @@ def evaluation_devices(
     from omnistory_core.engine.devices import DeviceError
     from omnistory_core.engine.replicas import stage_devices
 
-    settings = {**recorded_engine(run_dir), **{k: v for k, v in (engine or {}).items()}}
+    settings = {**recorded_engine(run_dir), **(engine or {})}
     try:
         return stage_devices(
             settings.get("devices", "auto"),
