@@ -75,7 +75,9 @@ class OmnistoryLauncher(Launcher):
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
-        #: per job index: the warm-pool specs it needs (None: not known), see :meth:`_plan_jobs`
+        #: per job index of the sweep: its overrides, and (as learnt, :meth:`_need`) the warm-pool
+        #: specs it needs (None: not known)
+        self.overrides: dict[int, list[str]] = {}
         self.needs: dict[int, set[str] | None] = {}
 
     def setup(
@@ -136,56 +138,86 @@ class OmnistoryLauncher(Launcher):
     def _plan_jobs(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> dict[int, set[str] | None]:
-        """Before any job starts: give the sweep's progress view every job's calls, so its "to
+        """Before any job starts, give the sweep's progress view every job's calls, so its "to
         do" and ETA cover the whole sweep from the first second (each job plans itself again
-        when it starts; a job that cannot be planned here says why when it runs), and, with the
-        warm pool, find the pooled components each job needs (None: not known, a job whose
-        config does not resolve here)."""
+        when it starts; a job that cannot be planned here says why when it runs).  Returns, for
+        the jobs it prepared, the warm-pool specs each needs (:meth:`_need`), which cost
+        nothing more then."""
         from omnistory_core.engine.job import MediaHasher
         from omnistory_core.engine.sweep_progress import announce_jobs, write_job_plan
-        from omnistory_core.run.generate import plan_for_progress, pooled_specs, prepare_system
+        from omnistory_core.run.generate import plan_for_progress
 
         assert self.config is not None and self.hydra_context is not None
         sweep_dir = str(self.config.hydra.sweep.dir)
         announce_jobs(sweep_dir, initial_job_idx + len(job_overrides))
-        plan = bool(self.config.engine.get("progress")) and not bool(
-            self.config.engine.get("dry_run")
-        )
-        pooled = _warm_pool() is not None
+        self.overrides = {initial_job_idx + n: list(o) for n, o in enumerate(job_overrides)}
         needs: dict[int, set[str] | None] = {}
-        if not plan and not pooled:
+        if not bool(self.config.engine.get("progress")) or bool(self.config.engine.get("dry_run")):
             return needs
         media = MediaHasher()  # each dataset file hashed once for all jobs
-        for n, overrides in enumerate(job_overrides):
-            idx = initial_job_idx + n
-            needs[idx] = None
+        for idx in self.overrides:
             try:
-                config = self.hydra_context.config_loader.load_sweep_config(
-                    self.config, list(overrides)
-                )
-                with open_dict(config):  # the job's own config, as run_job gives it the task
-                    del config["hydra"]
-                prepared = prepare_system(config)
-                if pooled:
-                    needs[idx] = pooled_specs(config, prepared)
-                if plan:
-                    write_job_plan(sweep_dir, idx, plan_for_progress(config, media, prepared))
+                config, prepared = self._prepare(idx)
+                planned = plan_for_progress(config, media, prepared)
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
-                log.debug("job #%d not planned before the sweep: %s", idx, exc)
+                log.debug("job #%d not planned for the progress view: %s", idx, exc)
+                continue
+            write_job_plan(sweep_dir, idx, planned)
+            needs[idx] = self._specs(config, prepared)
         return needs
+
+    def _prepare(self, idx: int) -> tuple[DictConfig, Any]:
+        """Job ``idx``'s own config (as ``run_job`` gives it the task) and its prepared system."""
+        from omnistory_core.run.generate import prepare_system
+
+        assert self.config is not None and self.hydra_context is not None
+        config = self.hydra_context.config_loader.load_sweep_config(
+            self.config, self.overrides[idx]
+        )
+        with open_dict(config):
+            del config["hydra"]
+        return config, prepare_system(config)
+
+    @staticmethod
+    def _specs(config: DictConfig, prepared: Any) -> set[str] | None:
+        if _warm_pool() is None:
+            return None
+        from omnistory_core.run.generate import pooled_specs
+
+        return pooled_specs(config, prepared)
+
+    def _need(self, idx: int) -> set[str] | None:
+        """The warm-pool specs job ``idx`` needs, learnt once (None: not known, a job whose
+        config does not resolve here; it fails on its own when it runs)."""
+        if idx not in self.needs:
+            try:
+                self.needs[idx] = self._specs(*self._prepare(idx))
+            except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
+                log.debug("job #%d: its pooled components are not known: %s", idx, exc)
+                self.needs[idx] = None
+        return self.needs[idx]
+
+    def _learn_a_need(self) -> None:
+        """Learn one more job's needs (a parallel sweep's idle moments: no job waits for it)."""
+        if _warm_pool() is not None:
+            missing = [idx for idx in self.overrides if idx not in self.needs]
+            if missing:
+                self._need(missing[0])
 
     def _release_unneeded(self, remaining: Sequence[int]) -> None:
         """Shut down the warm pool's models that none of the jobs ``remaining`` (not yet
         finished) needs; nothing while one of them has needs not known."""
         pool = _warm_pool()
-        needs = getattr(self, "needs", {})
-        if pool is None or any(needs.get(idx) is None for idx in remaining):
+        if pool is None:
             return
-        from omnistory_core.engine.pool import release_unneeded
-
         needed: set[str] = set()
         for idx in remaining:
-            needed |= needs[idx] or set()
+            need = self._need(idx)
+            if need is None:
+                return
+            needed |= need
+        from omnistory_core.engine.pool import release_unneeded
+
         release_unneeded(pool, needed)
 
     # -- one job after another, in this process ------------------------------------------------
@@ -200,7 +232,7 @@ class OmnistoryLauncher(Launcher):
         basic.setup(
             hydra_context=self.hydra_context, task_function=self.task_function, config=self.config
         )
-        if _warm_pool() is None or not getattr(self, "needs", None):
+        if _warm_pool() is None or len(job_overrides) < 2:
             return basic.launch(job_overrides, initial_job_idx)
         # one job at a time through the basic launcher, so that between two jobs the pool lets
         # go of the models no later job needs
@@ -278,6 +310,7 @@ class OmnistoryLauncher(Launcher):
                             console["stdout"].close()  # the child has its own copy
                     running[idx] = (proc, overrides)
                 time.sleep(0.05)
+                self._learn_a_need()
                 for idx, (proc, overrides) in list(running.items()):
                     code = proc.poll()
                     if code is None:
