@@ -291,6 +291,33 @@ def test_speed_pitch_and_gender_are_judged_as_speech_meta_judges_them():
     assert unlucky.detail["errors"] == {"speed": "ValueError: too short"}
 
 
+def test_a_clip_without_a_word_is_not_judged():
+    """A beep gets pitch and gender labels by chance; with require_speech (the default) a clip
+    the ASR heard no word in is invalid, and only then."""
+    from types import SimpleNamespace
+
+    from omnistory_eval.metrics.age_gender import GenderPrediction
+    from omnistory_eval.metrics.asr import Transcript
+
+    wave = synthetic_voice(215.0, seconds=1.5, syllables_per_second=3.0)
+    ref = {"speed": "normal", "pitch": "normal", "gender": "female"}
+    gender = GenderPrediction("female", {"female": 0.9, "male": 0.1}, 1)
+    silent = Transcript("  ", [])
+    strict, lenient = SpeechMetaRealMetric(), SpeechMetaRealMetric(require_speech=False)
+    for metric in (strict, lenient):
+        metric._asr = SimpleNamespace(effective_num_beams=1)  # type: ignore[assignment]
+    refused = strict._score(ref, wave, silent, gender)
+    assert refused.status == "invalid" and set(refused.scores.values()) == {None}
+    assert "no word" in refused.detail["no_speech"]
+    labelled = lenient._score(ref, wave, silent, gender)
+    assert labelled.status == "ok" and labelled.scores["gender"] == 1.0
+    # a failed transcription proves nothing about speech: the other fields are still judged
+    unlucky = strict._score(ref, wave, ValueError("too short"), gender)
+    assert unlucky.status == "ok" and unlucky.scores["gender"] == 1.0
+    assert strict.output_params()["require_speech"] is True
+    assert strict.output_params() != lenient.output_params()  # a separate cache key
+
+
 def test_its_keys_and_rows_are_its_own():
     real, paper = SpeechMetaRealMetric(), SpeechMetaMetric()
     assert real.key() == "metric/speech_meta_fw_pya" != paper.key()

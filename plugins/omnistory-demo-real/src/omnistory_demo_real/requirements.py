@@ -41,8 +41,12 @@ def _has(module: str) -> bool:
 def missing() -> list[str]:
     """What is missing for the suite, one short phrase each (empty: everything is there)."""
     out = [dist for module, dist in _MODULES if not _has(module)]
-    if not (_has("llama_cpp") or _has("gguf")):
-        out.append("a planner backend (llama-cpp-python, or gguf for the transformers backend)")
+    if not (_has("llama_cpp") or (_has("gguf") and _has("llguidance"))):
+        # the grammar is what makes the 0.5B model's plans valid (0/3 without it, measured)
+        out.append(
+            "a planner backend with the Plan grammar (llama-cpp-python, or gguf and llguidance"
+            " for the transformers backend)"
+        )
     if _has("omnistory_eval"):
         from omnistory_eval.metrics.assemble import (
             EFFICIENTNET_LITE0,

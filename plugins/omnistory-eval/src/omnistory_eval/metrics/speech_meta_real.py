@@ -26,6 +26,12 @@ fields are), which is one more reason its rows must never be averaged with ``spe
 Failure policy as ``speech_meta``: a model failing on one clip makes that criterion ``None``
 (``invalid`` row); machinery failures make the result an ``error``; an undecodable WAV is
 ``invalid``; a reference without the scored labels is a ``ValueError`` naming the field.
+
+**A clip with no speech is not judged** (``require_speech``, on by default; a departure from
+``speech_meta``, which labels any audio): when the ASR hears no word in it, no field is matched
+and the row is ``invalid`` (0 when zero-filled).  Pitch and gender of a beep or of silence would
+otherwise be classified arbitrarily and give credit by chance: measured on ``suite=demo_real``,
+the noop system's 0.25 s tone scored 1/3 on pitch and 2/3 on gender without this rule.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ class SpeechMetaRealMetric(Metric):
     """
 
     name = "speech_meta_fw_pya"
-    version = "1"
+    version = "2"  # 2: a clip without a recognised word is invalid (require_speech)
     track = "speech"
     criteria = SCORED
     reads = ("candidate_speech", "reference_speech")
@@ -126,6 +132,13 @@ class SpeechMetaRealMetric(Metric):
             " (the thresholds, not the path, are in the cache key)",
         ),
         Param("language", str, None, "Whisper language hint; null: detect"),
+        Param(
+            "require_speech",
+            bool,
+            True,
+            "a clip in which the ASR hears no word is invalid (no field judged); false: label"
+            " any audio, as speech_meta does",
+        ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("asr_cpu_threads", int, 0, "CTranslate2 threads; 0: its default", runtime=True, ge=0),
     )
@@ -224,4 +237,13 @@ class SpeechMetaRealMetric(Metric):
         predict_voice(predicted, detail, wave, transcript, gender, self.thresholds, self._asr)
         detail["predicted"] = predicted
         detail.update(self._labels())
-        return verdict(SCORED, ref, predicted, detail, (transcript, gender))
+        result = verdict(SCORED, ref, predicted, detail, (transcript, gender))
+        if result.status == "ok" and self.params["require_speech"] and _no_words(transcript):
+            detail["no_speech"] = "the ASR heard no word: not speech, so no field is judged"
+            return EvalResult(scores=dict.fromkeys(SCORED), status="invalid", detail=detail)
+        return result
+
+
+def _no_words(transcript: Any) -> bool:
+    """Whether a transcription succeeded and found no word (a failed one proves nothing)."""
+    return not isinstance(transcript, Exception) and not str(transcript.text).strip()
