@@ -76,3 +76,37 @@ def test_waves_make_the_calls_of_the_full_stage(tmp_path: Path) -> None:
             last = walk.wave(group, {ex.index: records[ex.index] for ex in rest}, rest)
             # the waves together: every call of the full stage, each once
             assert {**wave.calls, **last.calls} == full[group]
+
+
+def test_a_failed_plan_blocks_its_expert_call_in_a_wave_as_in_the_full_stage(
+    tmp_path: Path,
+) -> None:
+    """Failures are data in waves too: an example whose planner call failed gets, in its wave,
+    the blocked item (with the plan's failure) the full stage gives it, and no call."""
+    from omnistory_core.engine.store import CallRecord
+
+    examples = demo_examples(4)
+    components = _components(False)
+    walk = job_walk(examples, components)
+    source = walk.source_stage()
+    records = run_stage(
+        LazyComponent(source.component, ComponentStats()), source.items, Store(tmp_path / "store")
+    )
+    failed = CallRecord(
+        key=records[1].key,
+        component=records[1].component,
+        status="failure",
+        failure={"category": "timeout", "message": "the planner timed out"},
+    )
+    answers = {**records, 1: failed}
+    full = job_walk(examples, components).stages()
+    next(full)
+    full.send(answers)  # the image stage (copy reads no plan field)
+    full_tts = full.send({i: None for i in range(len(examples))})
+    wave = walk.wave("tts", {i: answers[i] for i in (0, 1)}, examples[:2])
+    assert 1 not in wave.calls and 1 not in full_tts.calls
+    assert wave.calls[0] == full_tts.calls[0]
+    blocked = {item.index: item.blocked_by for item in wave.items}
+    assert blocked[0] is None and blocked[1] is not None
+    assert blocked[1] == next(i.blocked_by for i in full_tts.items if i.index == 1)
+    assert blocked[1].category == "timeout"
