@@ -71,3 +71,20 @@ def test_constant_column_gives_nan(scores):
     assert np.isnan(pearson(s["text"], s["image"]))
     mat = correlation_matrix(s, ["text", "image"])
     assert mat.loc["text", "text"] == 1.0 and np.isnan(mat.loc["text", "image"])
+
+
+def test_a_variable_its_controls_explain_fully_has_no_partial_correlation():
+    """A score that is a linear combination of the controls leaves only rounding noise after the
+    fit; its correlation would be noise that differs between CPUs' BLAS kernels: it is NaN."""
+    rng = np.random.default_rng(3)
+    text, image, speech = rng.normal(size=(3, 8))
+    omni = (image + speech) / 2
+    controls = np.column_stack([image, speech])
+    r, p, n = partial_correlation(omni, text, controls)
+    assert n == 8 and np.isnan(r) and np.isnan(p)
+    # with a little variance of its own left it is defined again
+    r, p, _ = partial_correlation(omni + 0.1 * rng.normal(size=8), text, controls)
+    assert np.isfinite(r) and np.isfinite(p)
+    # the mean of all three is not explained by two of them: r(omni, text | image, speech) = 1
+    r, _, _ = partial_correlation((text + image + speech) / 3, text, controls)
+    assert r == pytest.approx(1.0)

@@ -25,6 +25,7 @@ from omnistory_report.analysis.correlations import (
     holm,
     partial_correlation,
     pearson,
+    stable,
 )
 from omnistory_report.analysis.cube import ScoreCube
 from omnistory_report.analysis.leaderboard import (
@@ -276,9 +277,10 @@ def correlation_intervals(
                 "y": y,
                 "controls": ",".join(controls),
                 "n_systems": len(idx),
-                "r": r_point,
-                "r_lo": np.percentile(finite, lo_q) if len(finite) else np.nan,
-                "r_hi": np.percentile(finite, hi_q) if len(finite) else np.nan,
+                "r": stable(r_point),
+                # the replicates come from matrix products: their last bits vary by CPU
+                "r_lo": stable(np.percentile(finite, lo_q)) if len(finite) else np.nan,
+                "r_hi": stable(np.percentile(finite, hi_q)) if len(finite) else np.nan,
             }
         )
     return pd.DataFrame(rows)

@@ -37,6 +37,17 @@ def _t_pvalue(r: float, dof: int) -> float:
     return float(2.0 * stats.t.sf(abs(t), dof))
 
 
+def stable(value: float, digits: int = 12) -> float:
+    """``value`` to ``digits`` significant digits.  Least squares and matrix products go through
+    BLAS/LAPACK kernels chosen per CPU (AVX2 and AVX-512 round differently in the last bits), so
+    without this a table written on one machine is not byte-identical to the same table on
+    another; 12 digits keep far more precision than any table shows."""
+    v = float(value)
+    if not np.isfinite(v) or v == 0.0:
+        return v
+    return float(f"{v:.{digits}g}")
+
+
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson r; NaN when either vector is constant or shorter than 2."""
     x = np.asarray(x, dtype=float)
@@ -68,8 +79,22 @@ def partial_correlation(
     n, k = len(x), controls.shape[1]
     if n < k + 3:
         return float("nan"), float("nan"), n
-    r = pearson(residualize(x, controls), residualize(y, controls))
+    rx, ry = residualize(x, controls), residualize(y, controls)
+    if _explained(x, rx) or _explained(y, ry):  # nothing left to correlate: not defined
+        return float("nan"), float("nan"), n
+    r = stable(pearson(rx, ry))
     return r, _t_pvalue(r, n - 2 - k), n
+
+
+#: a residual this small against the variable's own spread is rounding noise: the controls
+#: explain the variable fully (e.g. an integrated score that is a mean of the controls)
+_EXPLAINED = 1e-9
+
+
+def _explained(values: np.ndarray, residuals: np.ndarray) -> bool:
+    values = np.asarray(values, dtype=float)
+    spread = float(np.abs(values - values.mean()).max()) if len(values) else 0.0
+    return float(np.abs(residuals).max()) <= _EXPLAINED * max(spread, np.finfo(float).tiny)
 
 
 def pearson_table(scores: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
