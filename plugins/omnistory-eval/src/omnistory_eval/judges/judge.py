@@ -59,6 +59,7 @@ from omnistory_eval.judges.backends.base import Backend, Generation
 from omnistory_eval.judges.backends.registry import create_backend
 from omnistory_eval.judges.parsing import parse_judge_response
 from omnistory_eval.judges.render import TRACK_READS, JudgeInputError, render_prompt
+from omnistory_eval.judges.repair import REPAIR_ROLE
 from omnistory_eval.judges.rubric import criteria_for
 from omnistory_eval.judges.specs import (
     HOSTED_SPECS,
@@ -72,9 +73,6 @@ from omnistory_eval.outcomes import REQUEST_REJECTED
 #: Bump whenever rendered prompts, parsing or result semantics change (it keys the result cache).
 JUDGE_PROTOCOL_VERSION = "e4-1"
 
-#: the parameter under which a replica worker rebuilds a judge's JSON repair model
-#: (:class:`.repair.RepairComponent`): never a user's parameter
-REPAIR_ROLE = "__repair_model__"
 
 #: the stage-end JSON repair model's options by default: on (App. E.3.1), backend null = the
 #: judge's (see PaperJudge.repair_options)

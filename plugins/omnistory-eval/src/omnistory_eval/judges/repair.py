@@ -31,6 +31,11 @@ from omnistory_eval.judges.render import RenderedPrompt
 from omnistory_eval.judges.rubric import criteria_for, repair_json_schema
 from omnistory_eval.judges.specs import REPAIR_SPEC
 
+#: the parameter under which a replica worker rebuilds a judge's JSON repair model
+#: (:class:`RepairComponent`): never a user's parameter.  Here, not in ``judge``, which imports
+#: this module: the judge class reads it to rebuild a repair component.
+REPAIR_ROLE = "__repair_model__"
+
 # an integer token, optionally written "8.0"; "8.5" and digits inside words do not count
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?:\.0+)?(?![\w]|\.\d)")
 
@@ -263,7 +268,7 @@ class RepairComponent(Judge):
 
     A replica worker rebuilds a component from its kind, name and parameters through the
     plugin registry: this one travels as its judge (same kind and name) with the parameter
-    :data:`~.judge.REPAIR_ROLE` holding the repair options, which the judge class turns back
+    :data:`REPAIR_ROLE` holding the repair options, which the judge class turns back
     into a :class:`RepairComponent` (``PaperJudge.__new__``).  Its calls are stored under its own
     :meth:`key` (the judge's key + ``/repair``), so they never mix with the judge's calls."""
 
@@ -274,8 +279,6 @@ class RepairComponent(Judge):
     version = REPAIR_PROTOCOL_VERSION
 
     def __init__(self, judge: type, options: Mapping[str, Any]):
-        from omnistory_eval.judges.judge import REPAIR_ROLE
-
         super().__init__()
         self.judge = judge
         self.name = str(judge.name)  # type: ignore[misc] - the judge's: the worker rebuilds it
@@ -288,8 +291,6 @@ class RepairComponent(Judge):
     @classmethod
     def rebuilt(cls, judge: type, params: Mapping[str, Any]) -> RepairComponent:
         """The repair component a worker gets for ``judge`` built with the repair role."""
-        from omnistory_eval.judges.judge import REPAIR_ROLE
-
         options = params[REPAIR_ROLE]
         if not isinstance(options, Mapping):
             raise ValueError(f"judge {judge.name}: {REPAIR_ROLE} must be a mapping of options")
