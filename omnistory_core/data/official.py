@@ -188,7 +188,10 @@ def _read_rows(root: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
             f"(expected {PARQUET_RELATIVE_PATH}, samples/, metadata/, images/, texts/)"
         )
     try:
-        table = pq.read_table(path)
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
+        # pandas (about a second of every run's start-up, for one small file)
+        with pq.ParquetFile(path) as handle:
+            table = handle.read()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise DatasetError(f"cannot read parquet file {path}: {exc}") from exc
     missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
