@@ -228,15 +228,11 @@ class DevicePool:
         first = [d for d in self.devices if d in set(prefer)]
         return first + [d for d in self.devices if d not in set(prefer)]
 
-    def try_acquire(
-        self, n: int = 1, prefer: Sequence[str] = (), only: bool = False
-    ) -> DeviceLease | None:
-        """``n`` free devices now, or None (never waits); ``prefer``'s first when free (with
-        ``only``, none but those)."""
+    def try_acquire(self, n: int = 1, prefer: Sequence[str] = ()) -> DeviceLease | None:
+        """``n`` free devices now, or None (never waits); ``prefer``'s first when free."""
         self.check(n)
         lease = DeviceLease([])
-        order = self._order(prefer)
-        for device in order[: len(set(prefer) & set(self.devices))] if only else order:
+        for device in self._order(prefer):
             handle = self._try_lock(self._path(device))
             if handle is not None:
                 lease.devices.append(device)
@@ -251,22 +247,13 @@ class DevicePool:
         n: int = 1,
         give_up: Callable[[], bool] = lambda: False,
         prefer: Callable[[], Sequence[str]] = lambda: (),
-        patience_s: float = 0.0,
     ) -> DeviceLease | None:
         """``n`` devices, waiting for them; None once ``give_up()`` says the work is gone.
-        ``prefer()``: devices to take first when free (asked again on every try).
-        ``patience_s`` (one device): for that long take only a ``prefer()`` device while there
-        is one -- where the component is loaded already, waiting up to a load's time for it
-        costs no more than loading it again on another device."""
+        ``prefer()``: devices to take first when free (asked again on every try)."""
         self.check(n)
         if n == 1:
-            deadline = time.monotonic() + patience_s
             while True:
-                preferred = list(prefer())
-                if preferred and time.monotonic() < deadline:
-                    lease = self.try_acquire(1, preferred, only=True)
-                else:
-                    lease = self.try_acquire(1, preferred)
+                lease = self.try_acquire(1, prefer())
                 if lease is not None:
                     return lease
                 if give_up():
