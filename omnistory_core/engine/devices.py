@@ -228,11 +228,15 @@ class DevicePool:
         first = [d for d in self.devices if d in set(prefer)]
         return first + [d for d in self.devices if d not in set(prefer)]
 
-    def try_acquire(self, n: int = 1, prefer: Sequence[str] = ()) -> DeviceLease | None:
-        """``n`` free devices now, or None (never waits); ``prefer``'s first when free."""
+    def try_acquire(
+        self, n: int = 1, prefer: Sequence[str] = (), only: bool = False
+    ) -> DeviceLease | None:
+        """``n`` free devices now, or None (never waits); ``prefer``'s first when free (with
+        ``only``, none but those)."""
         self.check(n)
         lease = DeviceLease([])
-        for device in self._order(prefer):
+        order = self._order(prefer)
+        for device in order[: len(set(prefer) & set(self.devices))] if only else order:
             handle = self._try_lock(self._path(device))
             if handle is not None:
                 lease.devices.append(device)
@@ -247,13 +251,22 @@ class DevicePool:
         n: int = 1,
         give_up: Callable[[], bool] = lambda: False,
         prefer: Callable[[], Sequence[str]] = lambda: (),
+        patience_s: float = 0.0,
     ) -> DeviceLease | None:
         """``n`` devices, waiting for them; None once ``give_up()`` says the work is gone.
-        ``prefer()``: devices to take first when free (asked again on every try)."""
+        ``prefer()``: devices to take first when free (asked again on every try).
+        ``patience_s`` (one device): for that long take only a ``prefer()`` device while there
+        is one -- where the component is loaded already, waiting up to a load's time for it
+        costs no more than loading it again on another device."""
         self.check(n)
         if n == 1:
+            deadline = time.monotonic() + patience_s
             while True:
-                lease = self.try_acquire(1, prefer())
+                preferred = list(prefer())
+                if preferred and time.monotonic() < deadline:
+                    lease = self.try_acquire(1, preferred, only=True)
+                else:
+                    lease = self.try_acquire(1, preferred)
                 if lease is not None:
                     return lease
                 if give_up():

@@ -212,6 +212,7 @@ class ReplicaRunner:
                         need,
                         give_up=lambda: stage.unclaimed() == 0,
                         prefer=lambda: self._prefer(stage.component),
+                        patience_s=self._load_s(stage),
                     )
                 else:  # one more: a free warm device, or a cold one when its load pays off
                     warm = self._prefer(stage.component)
@@ -245,6 +246,16 @@ class ReplicaRunner:
                     replica.thread.start()
                     continue
             time.sleep(self.poll_s)
+
+    def _load_s(self, stage: StageRun) -> float:
+        """With the warm pool, how long a load of the stage's component took in this sweep (0:
+        none measured yet, or no pool): how long its first replica waits for a device where
+        the component is loaded before it loads it on another."""
+        if self.warm is None:
+            return 0.0
+        from omnistory_core.engine.pool import load_seconds
+
+        return load_seconds(self.warm, stage.component.key()) or 0.0
 
     def _worth_a_load(self, stage: StageRun, busy: int, left: int) -> bool:
         """With the warm pool, whether one more replica on a device where the component is not
