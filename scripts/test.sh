@@ -4,8 +4,12 @@
 #     plugin, test and model-stack dependencies (torch CPU).
 #  2. scripts/lint.sh: ruff check, ruff format --check, pyright on omnistory_core/ (fails fast).
 #  3. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
-#     transformers 4.46.1), created once by `omnistory env create` and reused; their model tests
-#     and the SpeechBrain/emotion2vec loader test run there.
+#     transformers 4.46.1), created once by `omnistory env create` (scripts/tts_env.sh) and
+#     reused; their model tests and the SpeechBrain/emotion2vec loader test run there.  It is
+#     built in the background while
+#     lint and the main tests run (about 8 GB, mostly a CUDA torch build that pip downloads: the
+#     largest fixed cost of this command, spent mostly waiting on the network); the tests marked
+#     `tts_env` run after it, then the experts' own tests inside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,24 +44,53 @@ python3 -m venv .venv
   "./plugins/omnistory-llamacpp[transformers,test]" "./plugins/omnistory-clipart[encoder]" \
   "./plugins/omnistory-demo-real[real]" \
   $(ls -d plugins/*/ | grep -v -E '^plugins/omnistory-(eval|piper|llamacpp|clipart|demo-real)/$')
+# .venvs/tts (scripts/tts_env.sh) builds in the background, started before lint: lint and the
+# main tests do not need it.  In its own process group, so that a failed lint or test run stops
+# the whole build (it starts again next time).
+tts_log=.venvs/tts-create.log
+tts_pid=
+mkdir -p .venvs
+if [ ! -f .venvs/tts/.complete ]; then
+  setsid bash scripts/tts_env.sh >"$tts_log" 2>&1 &
+  tts_pid=$!
+  trap '[ -z "$tts_pid" ] || kill -- "-$tts_pid" 2>/dev/null || true' EXIT
+fi
+
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
-# in a minute or two instead of after the TTS environment and the whole test run
+# in a minute or two instead of after the whole test run
 bash scripts/lint.sh
 
-if [ ! -x .venvs/tts/bin/python ]; then
-  .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
-fi
-# the emotion members of metric=speech_meta run as workers in this environment: they import
-# omnistory_eval, and the test builds their tiny checkpoints with the test kit
-.venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19" \
-  ./plugins/omnistory-eval ./plugins/omnistory-testkit
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
-
-# everything the real-weight tests need was installed above: they fail instead of skipping when
-# something is missing (a skipped sanity test would pass unseen)
+# everything the real-weight tests need is installed: they fail instead of skipping when
+# something is missing (a skipped sanity test would pass unseen); so do the `tts_env` tests
 export OMNISTORY_REQUIRE_REAL=1
 
+# one compute thread per test process: the two pytest workers already keep both cores busy, and a
+# torch/OpenBLAS/CTranslate2 pool sized to the machine then waits on its straggler thread (the
+# real-weight sanity test took 505 s instead of 148 s with the other core busy;
+# benchmarks/threads_under_contention.py measures it)
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+
+# pytest exits 5 when it selects no test (arguments that name none of one pass's tests)
+run_pytest() {
+  local rc=0
+  "$@" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"
+}
+
 # two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
-.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" "$@"
+run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" "$@"
+
+if [ -n "$tts_pid" ]; then
+  echo "waiting for the TTS environment (.venvs/tts, log: $tts_log)"
+  if ! wait "$tts_pid"; then
+    tts_pid=
+    tail -n 40 "$tts_log" >&2
+    echo "error: building the TTS environment failed; the whole log: $tts_log" >&2
+    exit 1
+  fi
+  tts_pid=
+fi
+run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m tts_env "$@"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
   plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests

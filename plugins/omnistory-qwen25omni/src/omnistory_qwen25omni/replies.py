@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # plugin registration imports this module: numpy costs every CLI start
+    import numpy as np
 
 
 @dataclass
