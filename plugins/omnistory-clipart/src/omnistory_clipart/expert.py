@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,8 @@ class ClipArtImage(ImageExpert):
             return np.load(cache)
         labels = self.embed([label_of(f) for f in self._files])
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp.npy")
+        # one temporary name per process: two replicas sharing a store may embed at once
+        tmp = cache.with_name(f"{cache.stem}.{os.getpid()}.tmp.npy")
         np.save(tmp, labels)
         tmp.replace(cache)
         return labels
