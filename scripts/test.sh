@@ -6,9 +6,8 @@
 #  3. .venvs/tts: the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
 #     transformers 4.46.1), created once by `omnistory env create` (scripts/tts_env.sh) and
 #     reused; their model tests and the SpeechBrain/emotion2vec loader test run there.  It is
-#     built in the background while
-#     lint and the main tests run (about 8 GB, mostly a CUDA torch build that pip downloads: the
-#     largest fixed cost of this command, spent mostly waiting on the network); the tests marked
+#     built in the background while lint and the main tests run (about 8 GB, mostly a CUDA torch
+#     build that pip downloads: the largest fixed cost of this command); the tests marked
 #     `tts_env` run after it, then the experts' own tests inside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,13 +47,10 @@ python3 -m venv .venv
 # main tests do not need it.  In its own process group, so that a failed lint or test run stops
 # the whole build (it starts again next time).
 tts_log=.venvs/tts-create.log
-tts_pid=
 mkdir -p .venvs
-if [ ! -f .venvs/tts/.complete ]; then
-  setsid bash scripts/tts_env.sh >"$tts_log" 2>&1 &
-  tts_pid=$!
-  trap '[ -z "$tts_pid" ] || kill -- "-$tts_pid" 2>/dev/null || true' EXIT
-fi
+setsid bash scripts/tts_env.sh >"$tts_log" 2>&1 &
+tts_pid=$!
+trap '[ -z "$tts_pid" ] || kill -- "-$tts_pid" 2>/dev/null || true' EXIT
 
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
 # in a minute or two instead of after the whole test run
@@ -81,16 +77,14 @@ run_pytest() {
 # two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
 run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" "$@"
 
-if [ -n "$tts_pid" ]; then
-  echo "waiting for the TTS environment (.venvs/tts, log: $tts_log)"
-  if ! wait "$tts_pid"; then
-    tts_pid=
-    tail -n 40 "$tts_log" >&2
-    echo "error: building the TTS environment failed; the whole log: $tts_log" >&2
-    exit 1
-  fi
+echo "waiting for the TTS environment (.venvs/tts, log: $tts_log)"
+if ! wait "$tts_pid"; then
   tts_pid=
+  tail -n 40 "$tts_log" >&2
+  echo "error: building the TTS environment failed; the whole log: $tts_log" >&2
+  exit 1
 fi
+tts_pid=
 run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m tts_env "$@"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
   plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests

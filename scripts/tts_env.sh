@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Build .venvs/tts, the isolated environment of the Parler-TTS and VoxCPM experts (parler-tts pins
 # transformers 4.46.1; both need torch 2.9.1 with torchaudio), once: the file .venvs/tts/.complete
-# marks a finished build, so a build killed halfway is started again from scratch.  Needs .venv
-# (scripts/test.sh builds it first and runs this in the background).
+# marks a finished `env create`, so a build killed halfway is started again from scratch.  The
+# test extras are installed on every call: the local omnistory-eval and omnistory-testkit are
+# copies, not editable installs, and must follow the working tree.  Needs .venv (scripts/test.sh
+# builds it first and runs this in the background).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-if [ -f .venvs/tts/.complete ]; then
-  exit 0
+if [ ! -f .venvs/tts/.complete ]; then
+  rm -rf .venvs/tts
+  .venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
+  touch .venvs/tts/.complete
 fi
-rm -rf .venvs/tts
-.venv/bin/python -m omnistory_core env create tts=parler tts=voxcpm --dir .venvs/tts
 # the emotion members of metric=speech_meta run as workers in this environment: they import
 # omnistory_eval, and the test builds their tiny checkpoints with the test kit
 .venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19" \
   ./plugins/omnistory-eval ./plugins/omnistory-testkit
-touch .venvs/tts/.complete
