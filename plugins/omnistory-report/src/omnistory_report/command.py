@@ -105,19 +105,34 @@ def build_report(
         stand_in_leaderboard(ctx.frame) if with_leaderboard or opt["html"] else (pd.DataFrame(), [])
     )
     if opt["print_table"] and with_leaderboard:
-        from omnistory_report.terminal import print_leaderboard, print_stand_in
+        from omnistory_report.analysis.leaderboard import has_paper_scores
+        from omnistory_report.terminal import (
+            print_leaderboard,
+            print_no_paper_scores,
+            print_stand_in,
+        )
 
-        print_leaderboard(ctx.lb, ctx.info, opt["console"])
-        print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+        if has_paper_scores(ctx.lb) or stand_in.empty:
+            print_leaderboard(ctx.lb, ctx.info, opt["console"])
+            print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+        else:
+            # a run scored by stand-ins alone (the offline demo): their leaderboard first, the
+            # paper's (only dashes) as one line
+            print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+            print_no_paper_scores(_paper_scores_line(ctx.scores_path, ctx.run_dir), opt["console"])
     written = [make_and_write(ctx, t) for t in tables]
+    stand_in_png = None
     if not stand_in.empty:
+        from omnistory_report.figures import stand_in_figure
+
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         stand_in.to_csv(ctx.out_dir / "stand_in_leaderboard.csv", index=False)
+        stand_in_png = stand_in_figure(stand_in, stand_in_cols, ctx.info, ctx.out_dir)
     write_index(ctx.out_dir, paper_index(written))
     if opt["html"]:
         from omnistory_report.html import write_html_report
 
-        write_html_report(_page(ctx, written, stand_in, stand_in_cols))
+        write_html_report(_page(ctx, written, stand_in, stand_in_cols, stand_in_png))
     return ctx.out_dir
 
 
@@ -126,11 +141,16 @@ def _page(
     written: Sequence[Written],
     stand_in: pd.DataFrame | None = None,
     stand_in_cols: Sequence[Any] = (),
+    stand_in_png: Path | None = None,
 ) -> ReportContext:
     """The HTML page's inputs: what was written, shown only where it has data (the files are
     all written: the paper index names them)."""
+    from omnistory_report.analysis.leaderboard import has_paper_scores
     from omnistory_report.figures import empty_reason
     from omnistory_report.html import ReportContext
+
+    paper_scored = has_paper_scores(ctx.lb)
+    standing_in = stand_in is not None and not stand_in.empty
 
     figures = [
         (w.title, ctx.out_dir / w.file)
@@ -155,9 +175,17 @@ def _page(
         examples=ctx.examples,
         notes=ctx.notes,
         run_tables=_run_tables(ctx.runs, ctx.produced, ctx.lengths, ctx.reference_lengths),
-        scores_note=_scores_note(ctx.scores_path, ctx.run_dir) if ctx.lb.empty else "",
+        scores_note=(
+            _scores_note(ctx.scores_path, ctx.run_dir)
+            if ctx.lb.empty and not standing_in
+            else _paper_scores_line(ctx.scores_path, ctx.run_dir)
+            if not paper_scored and standing_in
+            else ""
+        ),
         stand_in=stand_in if stand_in is not None else pd.DataFrame(),
         stand_in_columns=tuple(stand_in_cols),
+        stand_in_figure=stand_in_png,
+        paper_scored=paper_scored,
     )
 
 
@@ -242,6 +270,19 @@ def _scores_note(scores_path: Path, run_dir: str | Path | None) -> str:
         f"`python -m omnistory_core report --scores {scores_path} --out {run / 'report'} "
         f"--run-dir {run}`. The model downloads this needs, with their sizes: "
         f"`python -m omnistory_core prefetch {evaluators} --dry-run`."
+    )
+
+
+def _paper_scores_line(scores_path: Path, run_dir: str | Path | None) -> str:
+    """The one line that stands for the paper's leaderboard when only stand-ins scored."""
+    run = Path(run_dir) if run_dir is not None else scores_path.parent
+    evaluators = "--metrics bertscore,clip,speech_meta --judges all"
+    return (
+        "The paper's leaderboard (BERTScore roberta-large, CLIP ViT-B/32, speech metadata with "
+        "Whisper large-v3, the LLM judges) has no scores yet: its checkpoints and judges are not "
+        f"installed here. Score with them by `python -m omnistory_core evaluate {run} "
+        f"{evaluators}`; the downloads this needs: `python -m omnistory_core prefetch "
+        f"{evaluators} --dry-run`."
     )
 
 
