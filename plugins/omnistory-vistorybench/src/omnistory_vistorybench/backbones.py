@@ -78,9 +78,9 @@ def paradigm_of(cls: type) -> str:
 def blank_canvas() -> Media:
     """A white PNG of :data:`CANVAS_SIDE` pixels, as a file (a worker in another environment
     reads media by path); the same bytes, so the same cache key, everywhere."""
-    from PIL import Image
-
     import io
+
+    from PIL import Image
 
     buf = io.BytesIO()
     Image.new("RGB", (CANVAS_SIDE, CANVAS_SIDE), (255, 255, 255)).save(buf, format="PNG")

@@ -199,7 +199,6 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     """The image expert this job runs, or a :class:`ConfigError` naming what works instead."""
     from omnistory_core.kit.jobs import explicit
-
     from omnistory_vistorybench.backbones import backbone_spec
 
     images = ", ".join(registry.names("image")) or "none installed"
