@@ -12,7 +12,7 @@
 
 Every request is recorded (:class:`ImageRequest`: the JSON body, or the multipart fields and the
 files in order).  Each answer is the route's next scripted :class:`ImageReply`, else an image: a
-small PNG whose colour is taken from the request's hash, so the same request gets the same image
+small PNG whose colour is taken from the request's content hash, so the same request gets the same image
 and a test can tell answers apart (:attr:`ImageServer.images` lists the PNG bytes answered, in
 order).  It is not a model: it lets the real SDK clients, retries and usage accounting of the
 image experts run without a network::
@@ -217,6 +217,10 @@ class ImageServer:
         return data
 
     def answer(self, request: ImageRequest, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+        if request.files or request.fields:  # the content, not the multipart boundary
+            raw = json.dumps(request.fields, sort_keys=True).encode("utf-8") + b"".join(
+                f[3] for f in request.files
+            )
         route = request.route
         assert route is not None
         reply = self._next(route)
