@@ -12,10 +12,10 @@
 
 Every request is recorded (:class:`ImageRequest`: the JSON body, or the multipart fields and the
 files in order).  Each answer is the route's next scripted :class:`ImageReply`, else an image: a
-small PNG whose colour is taken from the request's content hash, so the same request gets the same image
-and a test can tell answers apart (:attr:`ImageServer.images` lists the PNG bytes answered, in
-order).  It is not a model: it lets the real SDK clients, retries and usage accounting of the
-image experts run without a network::
+small PNG whose colour is taken from the request's content hash, so the same request gets the
+same image and a test can tell answers apart (:attr:`ImageServer.images` lists the PNG bytes
+answered, in order).  It is not a model: it lets the real SDK clients, retries and usage
+accounting of the image experts run without a network::
 
     with ImageServer() as server:
         server.script("gemini", ImageReply.rate_limited(), ImageReply())
