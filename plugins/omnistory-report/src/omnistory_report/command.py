@@ -362,9 +362,8 @@ def cross_report(run_dirs: list[Path], out: Path) -> int:
     except (CrossError, UserError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    print(
-        f"cross-benchmark view written to {written / 'cross.md'} ({time.perf_counter() - start:.1f} s)"
-    )
+    seconds = time.perf_counter() - start
+    print(f"cross-benchmark view written to {written / 'cross.md'} ({seconds:.1f} s)")
     return 0
 
 
