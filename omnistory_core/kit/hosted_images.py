@@ -24,8 +24,8 @@ classifies the SDK's errors; this class owns everything else, identically for al
   (:class:`ImagePrice`: per image and/or per million input and output tokens);
 * the dry run's price (:meth:`HostedImageExpert.pricing`, :meth:`HostedImageExpert.estimate`).
 
-Input images go as JPEG of ``jpeg_quality`` (95, the official ViStoryBench adaptations' choice),
-re-encoded from the decoded RGB pixels.  Nothing here imports an SDK or PIL at module level.
+Input images go as JPEG of ``jpeg_quality`` (95, as the official ViStoryBench adaptations send
+them).  Nothing here imports an SDK or PIL at module level.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -214,7 +214,6 @@ def _jpeg_of(data: bytes, quality: int) -> bytes:
 
 
 def picture_bytes(picture: Picture) -> bytes:
-    """The file's or the in-memory image's bytes."""
     return picture if isinstance(picture, bytes) else picture.read_bytes()
 
 
@@ -482,17 +481,6 @@ def input_pictures(request: DrawRequest) -> list[Picture]:
     return pictures
 
 
-def nearest_size(width: int, height: int, sizes: Sequence[str]) -> str:
-    """Of ``sizes`` (``WxH``), the one whose aspect ratio is nearest ``width / height``."""
-    target = width / height
-
-    def distance(size: str) -> float:
-        w, h = (int(x) for x in size.split("x"))
-        return abs(w / h - target)
-
-    return min(sizes, key=distance)
-
-
 __all__ = [
     "HOSTED_IMAGE_PARAMETERS",
     "IMAGE_PRICE_FIELDS",
@@ -505,7 +493,6 @@ __all__ = [
     "image_size",
     "input_pictures",
     "jpeg_bytes",
-    "nearest_size",
     "parse_image_prices",
     "picture_bytes",
 ]

@@ -31,7 +31,6 @@ from omnistory_core.kit.hosted_images import (
     image_size,
     input_pictures,
     jpeg_bytes,
-    nearest_size,
 )
 from omnistory_core.kit.planning.usage import count_tokens
 from omnistory_core.kit.retry import ErrorInfo, classify_api_error
@@ -48,6 +47,16 @@ OUTPUT_TOKENS = {
     "1024x1536": {"low": 408, "medium": 1584, "high": 6240},
     "1536x1024": {"low": 400, "medium": 1568, "high": 6208},
 }
+
+
+def nearest_size(width: int, height: int, sizes: tuple[str, ...]) -> str:
+    """Of ``sizes`` (``WxH``), the one whose aspect ratio is nearest ``width / height``."""
+
+    def distance(size: str) -> float:
+        w, h = (int(x) for x in size.split("x"))
+        return abs(w / h - width / height)
+
+    return min(sizes, key=distance)
 
 
 def image_tokens_openai(width: int, height: int) -> int:
