@@ -22,24 +22,46 @@ classifies the SDK's errors; this class owns everything else, identically for al
 * usage per call (:class:`~omnistory_core.components.ImageOutput`): attempts, waits, tokens where
   the provider reports them, ``images: 1`` and ``cost_usd`` from ``prices`` in the provider's unit
   (:class:`ImagePrice`: per image and/or per million input and output tokens);
-* the dry run's price (:meth:`HostedImageExpert.pricing`, :meth:`HostedImageExpert.estimate`).
+* the dry run's price (:meth:`HostedImageExpert.pricing`, :meth:`HostedImageExpert.estimate`);
+* provider batches (``batch=true``, where the provider has a batch API: ``batch_provider``, the
+  ``batch_*`` hooks): the stage's requests through :mod:`omnistory_core.kit.image_batches` at
+  half price; the same requests, so the same cache keys.  An expert without one refuses
+  ``batch=true`` when it is built.
 
 Input images go as JPEG of ``jpeg_quality`` (95, as the official ViStoryBench adaptations send
-them).  Nothing here imports an SDK or PIL at module level.
+them).  Nothing here imports an SDK or PIL at module level.  The request and reply types and the
+picture helpers live in :mod:`omnistory_core.kit.image_requests`, the price table in
+:mod:`omnistory_core.kit.image_prices`; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import io
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import lru_cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 from omnistory_core.components import ComponentError, ImageExpert, ImageOutput, Media
 from omnistory_core.contract import Failure
+from omnistory_core.kit.batches import (
+    BATCH_DISCOUNT,
+    BATCH_MODE_BATCH_SIZE,
+    BatchAPI,
+    public_url,
+)
+from omnistory_core.kit.image_batches import BatchDrawer, RequestError
+from omnistory_core.kit.image_prices import IMAGE_PRICE_FIELDS, ImagePrice, parse_image_prices
+from omnistory_core.kit.image_requests import (
+    DrawRequest,
+    ImageReply,
+    Picture,
+    decode_image,
+    image_size,
+    input_pictures,
+    jpeg_bytes,
+    picture_bytes,
+)
 from omnistory_core.kit.planning.usage import Pricing, count_tokens
 from omnistory_core.kit.retry import (
     ErrorInfo,
@@ -49,11 +71,6 @@ from omnistory_core.kit.retry import (
     map_bounded,
 )
 from omnistory_core.params import Param, ParamError
-
-#: what an image price may name (USD): per output image, per million input / output tokens
-IMAGE_PRICE_FIELDS = ("per_image", "input_per_mtok", "output_per_mtok")
-#: what the previous picture may be: a file, or the bytes of an image made in this process
-Picture = Media | bytes
 
 #: every hosted image expert's parameters (a subclass sets its defaults with ``with_defaults``)
 HOSTED_IMAGE_PARAMETERS: tuple[Param, ...] = (
@@ -115,132 +132,6 @@ HOSTED_IMAGE_PARAMETERS: tuple[Param, ...] = (
 )
 
 
-# -- prices -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ImagePrice:
-    """A hosted image model's price in the provider's unit; a field left out costs nothing."""
-
-    per_image: float | None = None
-    input_per_mtok: float | None = None
-    output_per_mtok: float | None = None
-
-    def cost(
-        self, images: int, input_tokens: int | None, output_tokens: int | None
-    ) -> float | None:
-        """USD of a call making ``images`` images; None when a token rate is set and its count
-        is unknown."""
-        total = (self.per_image or 0.0) * images
-        for rate, tokens in (
-            (self.input_per_mtok, input_tokens),
-            (self.output_per_mtok, output_tokens),
-        ):
-            if rate is None:
-                continue
-            if tokens is None:
-                return None
-            total += rate * tokens / 1e6
-        return round(total, 10)
-
-
-def parse_image_prices(raw: Any, where: str) -> dict[str, ImagePrice]:
-    """A price table ``{model: {per_image, input_per_mtok, output_per_mtok}}``; ``null`` entries
-    are left out (unknown price).  ``ValueError`` names the entry and field of a bad value."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValueError(
-            f"{where}: expected a mapping of model -> prices, got {type(raw).__name__}"
-        )
-    table: dict[str, ImagePrice] = {}
-    for model, entry in raw.items():
-        if entry is None:
-            continue
-        if not isinstance(entry, Mapping):
-            raise ValueError(
-                f"{where}.{model}: expected a mapping with {', '.join(IMAGE_PRICE_FIELDS)}"
-            )
-        unknown = sorted(str(k) for k in entry if k not in IMAGE_PRICE_FIELDS)
-        if unknown:
-            raise ValueError(
-                f"{where}.{model}: unknown field(s) {', '.join(unknown)}; expected"
-                f" {', '.join(IMAGE_PRICE_FIELDS)}"
-            )
-        values: dict[str, float] = {}
-        for name in IMAGE_PRICE_FIELDS:
-            value = entry.get(name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"{where}.{model}.{name}: expected a number >= 0, got {value!r}")
-            values[name] = float(value)
-        if values:
-            table[str(model)] = ImagePrice(**values)
-    return table
-
-
-# -- requests and replies --------------------------------------------------------------------
-@dataclass(frozen=True)
-class DrawRequest:
-    """What one picture is drawn from: the prompt, reference images in order, and the previous
-    picture of the story (None: none)."""
-
-    prompt: str
-    references: tuple[Picture, ...] = ()
-    previous: Picture | None = None
-
-
-@dataclass
-class ImageReply:
-    """One answer: the image bytes (None: the answer holds none), the tokens the provider
-    reported, and when there is no image why (``declined``: its content policy)."""
-
-    data: bytes | None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    message: str = ""
-    declined: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@lru_cache(maxsize=64)
-def _jpeg_of(data: bytes, quality: int) -> bytes:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        rgb = img.convert("RGB")
-    buf = io.BytesIO()
-    rgb.save(buf, format="JPEG", quality=quality)
-    return buf.getvalue()
-
-
-def picture_bytes(picture: Picture) -> bytes:
-    return picture if isinstance(picture, bytes) else picture.read_bytes()
-
-
-def jpeg_bytes(picture: Picture, quality: int = 95) -> bytes:
-    """``picture`` re-encoded as JPEG of ``quality`` from its RGB pixels (an alpha channel is
-    dropped); the same input gives the same bytes (cached for the story's repeated references)."""
-    return _jpeg_of(picture_bytes(picture), int(quality))
-
-
-def image_size(picture: Picture) -> tuple[int, int]:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(picture_bytes(picture))) as img:
-        return img.size
-
-
-def decode_image(data: bytes) -> Any:
-    """The provider's image bytes as an RGB ``PIL.Image.Image`` (ValueError when unreadable)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            return img.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        raise ValueError(f"the answer's image cannot be read: {exc}") from None
-
-
 # -- the expert -------------------------------------------------------------------------------
 class HostedImageExpert(ImageExpert):
     """Base class of the hosted image experts (not registered itself); see the module doc."""
@@ -255,9 +146,20 @@ class HostedImageExpert(ImageExpert):
     api_key_hint: ClassVar[str] = "your API key"
     #: the most input images one request may carry (None: no limit known)
     max_images: ClassVar[int | None] = None
+    #: the provider batch API behind ``batch=true`` (a key of PROVIDER_APIS); None: none
+    batch_provider: ClassVar[str | None] = None
+    #: why there is no batch mode, for the error of ``batch=true`` on an expert without one
+    no_batch_reason: ClassVar[str] = "its provider has no batch API"
     parameters = HOSTED_IMAGE_PARAMETERS
 
     def __init__(self, **params: Any):
+        if "batch" in params and not any(p.name == "batch" for p in self.parameters or ()):
+            if params["batch"]:
+                raise ParamError(
+                    f"image={self.name}: image.batch=true is not supported:"
+                    f" {self.no_batch_reason}; drop image.batch"
+                )
+            params = {k: v for k, v in params.items() if k != "batch"}
         super().__init__(**params)
         if not str(self.params.get("model") or "").strip():
             raise ParamError(f"image={self.name}: image.model must be a model id")
@@ -268,6 +170,7 @@ class HostedImageExpert(ImageExpert):
         except ValueError as exc:
             raise ParamError(str(exc)) from None
         self._client: Any = None
+        self._store_root: Path | None = None
 
     @property
     def model(self) -> str:
@@ -314,9 +217,27 @@ class HostedImageExpert(ImageExpert):
             text = text.replace(value, "***REDACTED***")
         return text
 
+    def bind_store(self, root: Any) -> None:
+        """The store's root: the batch ledger lives under ``<root>/batches/image-<name>/``."""
+        self._store_root = Path(root)
+
     def load(self) -> None:
         if self._client is None:
             self._client = self.make_client(self._api_key())
+
+    @property
+    def client(self) -> Any:
+        """The SDK client, made on first use."""
+        self.load()
+        return self._client
+
+    @property
+    def batch_size(self) -> int:
+        """In batch mode every pending call of the stage, so that they go in one provider batch
+        (``batch_size`` still overrides it), else the usual."""
+        if self.params.get("batch") and not self.params.get("batch_size"):
+            return BATCH_MODE_BATCH_SIZE
+        return super().batch_size
 
     def unload(self) -> None:
         client, self._client = self._client, None
@@ -327,6 +248,11 @@ class HostedImageExpert(ImageExpert):
     # -- calls ----------------------------------------------------------------------------------
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         self.load()
+        if self.params.get("batch"):
+            drawer = self.batch_drawer()
+            drawn = drawer.draw([self.page_request(item) for item in items])
+            drawer.settle([d] for d in drawn)
+            return [d.result for d in drawn]
         return map_bounded(self._draw_item, items, int(self.params["max_concurrency"]))
 
     def run_one(self, item: dict[str, Any]) -> Any:
@@ -394,8 +320,11 @@ class HostedImageExpert(ImageExpert):
         what = reply.message or "the answer holds no image"
         return Failure(category, self.scrub(f"image={self.name} ({self.model}): {what}"))
 
-    def usage(self, reply: ImageReply, attempts: int, waited_s: float) -> dict[str, Any]:
-        """One call's usage: attempts, waits, tokens where reported, the image and its cost."""
+    def usage(
+        self, reply: ImageReply, attempts: int, waited_s: float, batch_id: str | None = None
+    ) -> dict[str, Any]:
+        """One call's usage: attempts, waits, tokens where reported, the image and its cost
+        (``batch_id``: answered in that provider batch, at :data:`BATCH_DISCOUNT` of the price)."""
         usage: dict[str, Any] = {
             "calls": 1,
             "images": 1,
@@ -414,8 +343,10 @@ class HostedImageExpert(ImageExpert):
         if cost is None:
             usage["priced_calls"] = 0
         else:
-            usage["cost_usd"] = cost
+            usage["cost_usd"] = cost if batch_id is None else round(cost * BATCH_DISCOUNT, 10)
             usage["priced_calls"] = 1
+        if batch_id is not None:
+            usage.update(batch=True, batch_id=str(batch_id), batch_calls=1)
         return usage
 
     # -- the dry run ----------------------------------------------------------------------------
@@ -445,7 +376,10 @@ class HostedImageExpert(ImageExpert):
         if isinstance(price, ImagePrice):
             cost = price.cost(len(requests), tokens_in, tokens_out)
             if cost is not None:
-                estimate["cost_usd"] = cost
+                batch = bool(self.params.get("batch"))
+                estimate["cost_usd"] = cost * BATCH_DISCOUNT if batch else cost
+                if batch:
+                    estimate["batch"] = True
         return estimate
 
     def requests_of(self, inputs: Mapping[str, Any]) -> list[DrawRequest]:
@@ -471,14 +405,54 @@ class HostedImageExpert(ImageExpert):
         """The SDK's exception as a failure category and a retry decision."""
         return classify_api_error(exc)
 
+    # -- provider batches (batch_provider set) ------------------------------------------------
+    def batch_drawer(self) -> BatchDrawer:
+        return BatchDrawer(self, self._store_root)
 
-def input_pictures(request: DrawRequest) -> list[Picture]:
-    """The request's images in the order every provider here sends them: the references, then
-    the previous picture."""
-    pictures: list[Picture] = list(request.references)
-    if request.previous is not None:
-        pictures.append(request.previous)
-    return pictures
+    def batch_server(self) -> str:
+        """The server the batches go to, as the ledger records it (without credentials)."""
+        return public_url(getattr(self._client, "base_url", None) or self.params["base_url"])
+
+    def batch_route(self, request: DrawRequest) -> str:
+        """The endpoint ``request``'s batch goes to (one per batch); one route: ``""``."""
+        return ""
+
+    def batch_api(self, route: str) -> BatchAPI:
+        """The provider's batch protocol for requests of ``route``."""
+        raise NotImplementedError
+
+    def batch_body(self, request: DrawRequest) -> dict[str, Any]:
+        """``request`` as its batch line carries it (JSON): the synchronous request's content."""
+        raise NotImplementedError
+
+    def batch_reply(self, response: Any) -> ImageReply:
+        """A batch answer (the SDK's reply object) as :class:`ImageReply`."""
+        raise NotImplementedError
+
+    def batch_result(self, response: Any, batch_id: str | None) -> ImageOutput | Failure | None:
+        """A request's answer in batch ``batch_id`` as its output or failure; None: send it the
+        synchronous way (an unreadable answer, or one without an image while ``empty_retries``
+        asks again)."""
+        where = f"image={self.name} ({self.model})"
+        if isinstance(response, RequestError):
+            message = f"{where}: {response.message} (batch {batch_id})"
+            return Failure(response.category, self.scrub(message))
+        try:
+            reply = self.batch_reply(response)
+        except (AttributeError, TypeError, ValueError):
+            return None
+        if reply.data:
+            try:
+                image = decode_image(reply.data)
+            except ValueError as exc:
+                reply = ImageReply(None, reply.input_tokens, reply.output_tokens, str(exc))
+            else:
+                return ImageOutput(image, self.usage(reply, 1, 0.0, batch_id=batch_id))
+        if not reply.declined and int(self.params["empty_retries"]) > 0:
+            return None
+        category = "refused" if reply.declined else "empty_output"
+        what = reply.message or "the answer holds no image"
+        return Failure(category, self.scrub(f"{where}: {what} (batch {batch_id})"))
 
 
 __all__ = [
