@@ -10,11 +10,15 @@
   (multipart/form-data, repeated ``image[]`` files); answers ``{"created", "data": [{"b64_json"}],
   "usage"}``; errors are ``{"error": {"message", "type", "code"}}``.
 
+Their batch protocols (Gemini batch jobs, OpenAI Files + Batches on the Images endpoints) are
+:class:`~omnistory_testkit.image_batch_server.ImageBatchServer`'s, a subclass.
+
 Every request is recorded (:class:`ImageRequest`: the JSON body, or the multipart fields and the
 files in order).  Each answer is the route's next scripted :class:`ImageReply`, else an image: a
 small PNG whose colour is taken from the request's content hash, so the same request gets the
-same image and a test can tell answers apart (:attr:`ImageServer.images` lists the PNG bytes
-answered, in order).  It is not a model: it lets the real SDK clients, retries and usage
+same image (a JSON body's hash is that of its canonical JSON: the same request in a batch line
+gets the same image too) and a test can tell answers apart (:attr:`ImageServer.images` lists the
+PNG bytes answered, in order).  It is not a model: it lets the real SDK clients, retries and usage
 accounting of the image experts run without a network::
 
     with ImageServer() as server:
@@ -165,9 +169,13 @@ class ImageServer:
             "images": deque(),
             "edits": deque(),
         }
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd = ThreadingHTTPServer((host, port), self.handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler (a subclass speaking more routes extends it)."""
+        return _handler_for(self)
 
     @property
     def url(self) -> str:
@@ -221,6 +229,8 @@ class ImageServer:
             raw = json.dumps(request.fields, sort_keys=True).encode("utf-8") + b"".join(
                 f[3] for f in request.files
             )
+        elif isinstance(request.body, dict):  # the content, not its spacing or key order
+            raw = json.dumps(request.body, sort_keys=True).encode("utf-8")
         route = request.route
         assert route is not None
         reply = self._next(route)
