@@ -18,6 +18,18 @@ inference_custom/{nanobanana,Seedream}/run_custom.py``):
   is its own;
 * ``story_chain=false``: one independent call per shot, without a previous shot.
 
+**Provider batches** (``batch=true``, an expert with a batch API: ``nanobanana``,
+``gpt_image``).  Shot N of a story is drawn from shot N-1's output, so a story's shots cannot go
+in one batch.  Batching goes *across stories, per shot index*: the stage's stories are one call
+each as always, and :meth:`StoryChainForm.stories_batched` sends the first shot of every story in
+one provider batch, then the second shot of every story (each chained on its own story's
+previous output), and so on (``story_chain=false``: every shot of every story in one batch).
+Every shot's request is exactly the one the synchronous path sends; the failure rules after a
+failed shot are the same.  A shot whose batch has not ended within ``batch_wait_s`` is a
+``batch_pending`` failure and so are the later shots of its story (they need its output); the
+story's ended batches stay in the ledger, so the next run re-reads them, rebuilds the same
+requests and polls the pending batch instead of submitting anything again.
+
 The form is a subclass of the registered class (as the planners' forms of
 :mod:`omnistory_vistorybench.planning` are): kind, name, version, parameters and plugin stay the
 expert's; only ``reads``, ``unit`` and how a call is built change.
@@ -30,8 +42,9 @@ from collections.abc import Mapping
 from functools import cache, lru_cache
 from typing import Any, ClassVar
 
-from omnistory_core.api import Component, ImageOutput, Media
+from omnistory_core.api import Component, Failure, ImageOutput, Media
 from omnistory_core.kit.hosted_images import DrawRequest, HostedImageExpert
+from omnistory_core.kit.image_batches import Drawn
 from omnistory_core.kit.retry import map_bounded
 
 #: what a shot's request is built from
@@ -88,6 +101,8 @@ class StoryChainForm:
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         self.load()  # type: ignore[attr-defined]
+        if self.params.get("batch"):
+            return self.stories_batched(items)
         return map_bounded(self.story, items, int(self.params["max_concurrency"]))
 
     def run_one(self, item: dict[str, Any]) -> list[Any]:
@@ -109,6 +124,32 @@ class StoryChainForm:
             elif reset:
                 previous = None
         return outputs
+
+    def stories_batched(self, items: list[dict[str, Any]]) -> list[list[Any]]:
+        """``batch=true``: one provider batch per shot index across the stories (see the module
+        doc); one list of shot outputs per story, as :meth:`story` returns."""
+        drawer = self.batch_drawer()  # type: ignore[attr-defined]
+        reset = self.params["chain_after_failure"] == "reset"
+        shots = [list(item["items"]) for item in items]
+        drawn: list[list[Drawn]] = [[] for _ in shots]
+        previous: list[bytes | None] = [None] * len(shots)
+        for index in range(max(map(len, shots), default=0)):
+            going = [s for s, story in enumerate(shots) if len(drawn[s]) == index < len(story)]
+            requests = [shot_request(shots[s][index], previous[s]) for s in going]
+            for s, shot in zip(going, drawer.draw(requests), strict=True):
+                drawn[s].append(shot)
+                if shot.waiting:  # the later shots need this one's output: they wait too
+                    rest = Failure(
+                        shot.result.category,
+                        f"waiting for shot {index + 1} of the story: {shot.result.message}",
+                    )
+                    drawn[s] += [Drawn(rest) for _ in shots[s][index + 1 :]]
+                elif isinstance(shot.result, ImageOutput):
+                    previous[s] = png_of(shot.result.image)
+                elif reset:
+                    previous[s] = None
+        drawer.settle(drawn)
+        return [[d.result for d in story] for story in drawn]
 
     def requests_of(self, inputs: Mapping[str, Any]) -> list[DrawRequest]:
         """The dry run's requests of a story call: every shot after the first is counted with a
