@@ -12,6 +12,10 @@ Retries, usage, prices and the key are :class:`~omnistory_core.kit.hosted_images
 HostedImageExpert`'s; the SDK's own retries stay off (its default).  A blocked prompt
 (``promptFeedback.blockReason``) or a candidate stopped for safety is the item's ``refused``
 failure with Gemini's reason; an answer with text but no image is ``empty_output``.
+
+``image.batch=true`` sends the stage's requests through the Gemini Batch API instead (half
+price, answered within 24 h; :mod:`omnistory_gemini_image.batch`): each inline request carries
+the same parts and ``generationConfig`` as the synchronous one, so the cache keys are the same.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from omnistory_core.api import Param, with_defaults
+from omnistory_core.kit.batches import BatchAPI, batch_parameters
 from omnistory_core.kit.hosted_images import (
     HOSTED_IMAGE_PARAMETERS,
     DrawRequest,
@@ -70,8 +75,10 @@ class NanoBanana(HostedImageExpert):
     sdk_module = "google.genai"
     requirements = ("google-genai>=3.3,<4",)
     api_key_hint = "your Gemini API key"
+    batch_provider = "gemini"
     parameters = with_defaults(
         HOSTED_IMAGE_PARAMETERS,
+        *batch_parameters("gemini"),
         Param("aspect_ratio", (str, None), "16:9", "imageConfig.aspectRatio; null: not sent"),
         Param(
             "image_size",
@@ -158,6 +165,25 @@ class NanoBanana(HostedImageExpert):
             contents=[types.Content(role="user", parts=self.parts(request))],
             config=self.generation_config(),
         )
+        return reply_of(response)
+
+    # -- the Gemini Batch API -----------------------------------------------------------------
+    def batch_api(self, route: str) -> BatchAPI:
+        from omnistory_gemini_image.batch import GeminiBatches
+
+        return GeminiBatches(self.model)
+
+    def batch_body(self, request: DrawRequest) -> dict[str, Any]:
+        """The synchronous request as google-genai's ``InlinedRequest`` (JSON: images base64)."""
+        from google.genai import types
+
+        inline = types.InlinedRequest(
+            contents=[types.Content(role="user", parts=self.parts(request))],
+            config=self.generation_config(),
+        )
+        return inline.model_dump(mode="json", exclude_none=True)
+
+    def batch_reply(self, response: Any) -> ImageReply:
         return reply_of(response)
 
     def classify_error(self, exc: BaseException) -> ErrorInfo:
