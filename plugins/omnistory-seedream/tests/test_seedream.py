@@ -144,6 +144,20 @@ def test_without_a_base_url_the_job_stops_before_any_call(tmp_path: Path) -> Non
         )
 
 
+def test_batch_mode_is_refused_in_one_line_before_any_call(tmp_path: Path) -> None:
+    from omnistory_core.api import ParamError
+
+    with ImageServer() as server:
+        with pytest.raises(ParamError) as caught:
+            job(tmp_path, server, "+image.batch=true")
+        assert server.recorded == []
+    message = str(caught.value)
+    assert "\n" not in message and "image.batch=true is not supported" in message
+    assert "no batch mode" in message
+    # batch=false is the synchronous path, accepted as a no-op
+    assert Seedream(base_url=server.openai_base_url, batch=False).params.get("batch") is None
+
+
 def test_on_omnistorybench_it_keeps_the_component_contract() -> None:
     with ImageServer() as server:
         report = check_component(

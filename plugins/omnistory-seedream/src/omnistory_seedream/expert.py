@@ -72,6 +72,10 @@ class Seedream(HostedImageExpert):
     sdk_module = "openai"
     requirements = ("openai>=3.57,<4",)
     api_key_hint = "your ModelArk (or relay) API key"
+    no_batch_reason = (
+        "Seedream's images endpoint has no batch mode (ModelArk's batch inference serves its chat"
+        " API, not /images/generations)"
+    )
     parameters = with_defaults(
         HOSTED_IMAGE_PARAMETERS,
         Param("size", str, "4096x2304", "WxH or 1K/2K/4K (official: 4096x2304, 16:9)"),
