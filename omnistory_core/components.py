@@ -355,9 +355,21 @@ class Backbone(Component):
         return {"produces": sorted(getattr(cls, "produces", ()) or ())}
 
 
+@dataclass
+class ImageOutput:
+    """An image expert's image with what its call used: a hosted model's tokens, images, cost
+    (anything JSON-able; the numbers are summed in the manifest like a planner's usage).
+
+    ``image`` is what an image expert may return otherwise: a ``PIL.Image.Image``, a
+    :class:`Media` or PNG bytes."""
+
+    image: Any
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
 class ImageExpert(Component):
     """Prompt [+ current image] -> image.  Returns a ``PIL.Image.Image``, a :class:`Media` (an
-    image file) or PNG bytes."""
+    image file) or PNG bytes, or an :class:`ImageOutput` (one of those with the call's usage)."""
 
     kind = "image"
     reads = ("image_prompt",)
@@ -429,6 +441,7 @@ __all__ = [
     "Metric",
     "Failure",
     "ImageExpert",
+    "ImageOutput",
     "KINDS",
     "Media",
     "PLAN_INPUTS",

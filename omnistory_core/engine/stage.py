@@ -20,6 +20,7 @@ from omnistory_core.components import (
     Component,
     ComponentError,
     EvalResult,
+    ImageOutput,
     Media,
     PlannerResponse,
     calling_examples,
@@ -377,8 +378,12 @@ def _encode_one(
             raise _contract(owner, kind, "PlannerResponse.text", "str", result.text)
         return "ok", {"text": result.text}, None, _usage(result.usage, owner, kind, "Planner")
     if kind == "image":
+        usage: dict[str, Any] = {}
+        if isinstance(result, ImageOutput):
+            usage = _usage(result.usage, owner, kind, "ImageOutput")
+            result = result.image
         data = _image_bytes(result, "the image", owner, kind)
-        return "ok", {"blob": store.put_blob(data, "png"), "ext": "png"}, None, {}
+        return "ok", {"blob": store.put_blob(data, "png"), "ext": "png"}, None, usage
     if kind == "tts":
         data = _speech_bytes(result, "the speech", owner, kind)
         return "ok", {"blob": store.put_blob(data, "wav"), "ext": "wav"}, None, {}

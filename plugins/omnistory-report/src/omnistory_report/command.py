@@ -2,6 +2,7 @@
 
     report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
     report --task NAME [--scores PATH] [--run-dir DIR] [--bench-results-csv CSV ...] --out DIR
+    report --cross OSB_RUN_DIR VSB_RUN_DIR --out DIR    (:mod:`omnistory_report.cross`)
 
 A task that declares its own report (``Task.report``, e.g. ViStoryBench) builds it: the task is
 ``--task``, else the one the run directory's job manifests name; every other task (and a run
@@ -313,6 +314,14 @@ def _parser() -> argparse.ArgumentParser:
         "full; tasks with their own report, e.g. vistorybench)",
     )
     p.add_argument(
+        "--cross",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="scored run or sweep directories of both benchmarks: each image-making plugin that"
+        " ran on both, side by side with the published rows (cross.csv, cross.md, cross.png)",
+    )
+    p.add_argument(
         "--roster",
         choices=("official", "all"),
         default="official",
@@ -383,12 +392,30 @@ def task_report(task: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def cross_report(run_dirs: list[Path], out: Path) -> int:
+    """``report --cross``: runs that cannot be compared are one line, exit 2."""
+    from omnistory_core.errors import UserError
+    from omnistory_report.cross import CrossError, build_cross
+
+    start = time.perf_counter()
+    try:
+        written = build_cross(run_dirs, out)
+    except (CrossError, UserError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    print(f"cross-benchmark view written to {written / 'cross.md'} ({seconds:.1f} s)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Entry point; ``argv`` excludes the word ``report``.  Returns the exit status."""
     from omnistory_core.errors import UserError
 
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.cross:
+        return cross_report(args.cross, args.out)
     try:
         task = report_task(args.task, args.run_dir)
     except UserError as exc:

@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,28 +53,30 @@ _PLUGIN = '''"""Stand-ins for the installed model components (omnistory_testkit.
 from omnistory_core.hookspecs import hookimpl
 from omnistory_testkit.standins import standin_classes
 
+KEEP = frozenset(KEEP_COMPONENTS)
+
 
 @hookimpl
 def register_planners(register):
-    for cls in standin_classes("planner"):
+    for cls in standin_classes("planner", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_backbones(register):
-    for cls in standin_classes("backbone"):
+    for cls in standin_classes("backbone", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_image_experts(register):
-    for cls in standin_classes("image"):
+    for cls in standin_classes("image", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_tts_experts(register):
-    for cls in standin_classes("tts"):
+    for cls in standin_classes("tts", KEEP):
         register(cls)
 '''
 
@@ -82,20 +85,24 @@ _EVALUATOR_HOOKS = """
 
 @hookimpl
 def register_metrics(register):
-    for cls in standin_classes("metric"):
+    for cls in standin_classes("metric", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_judges(register):
-    for cls in standin_classes("judge"):
+    for cls in standin_classes("judge", KEEP):
         register(cls)
 """
 
 
-def make_standin_site(directory: str | Path, evaluators: bool = False) -> Path:
+def make_standin_site(
+    directory: str | Path, evaluators: bool = False, keep: Sequence[str] = ()
+) -> Path:
     """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
-    ``evaluators``: every metric and judge is replaced by a stand-in too."""
+    ``evaluators``: every metric and judge is replaced by a stand-in too; ``keep``: components
+    (``kind/name``, e.g. ``image/nanobanana``) left real (an API component against a local
+    server)."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -106,7 +113,8 @@ def make_standin_site(directory: str | Path, evaluators: bool = False) -> Path:
         f"[omnistory]\n{ENTRY_POINT} = {MODULE}\n", encoding="utf-8"
     )
     (info / "RECORD").write_text("", encoding="utf-8")
-    plugin = _PLUGIN + (_EVALUATOR_HOOKS if evaluators else "")
+    plugin = _PLUGIN.replace("KEEP_COMPONENTS", repr(sorted(set(keep))))
+    plugin += _EVALUATOR_HOOKS if evaluators else ""
     (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
 
@@ -136,13 +144,19 @@ def _real_components() -> dict[str, list[type]]:
     return found
 
 
-def standin_classes(kind: str) -> list[type]:
-    """One stand-in class per real component of ``kind``."""
+def standin_classes(kind: str, keep: Collection[str] = ()) -> list[type]:
+    """One stand-in class per real component of ``kind`` (but those ``keep`` names)."""
     if kind in EVALUATOR_KINDS:
-        return [_evaluator_standin(kind, real) for real in _real_components()[kind]]
+        return [
+            _evaluator_standin(kind, real)
+            for real in _real_components()[kind]
+            if f"{kind}/{real.name}" not in keep
+        ]
     base = {"planner": _Planner, "backbone": _Backbone, "image": _Image, "tts": _TTS}[kind]
     out = []
     for real in _real_components()[kind]:
+        if f"{kind}/{real.name}" in keep:
+            continue
         attrs: dict[str, Any] = {
             "name": real.name,
             "version": real.version,

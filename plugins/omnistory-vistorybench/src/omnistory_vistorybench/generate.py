@@ -84,6 +84,8 @@ class ShotSystem:
     system_id: str
     image: dict[str, Any]
     planner: dict[str, Any] | None = None
+    #: ``image`` is a backbone's node: it draws the shots (:mod:`omnistory_vistorybench.backbones`)
+    backbone: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,10 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
     media = MediaHasher()
     pools = shot_pools(data, media)
+    if system.backbone:
+        from omnistory_vistorybench.backbones import page_pools
+
+        pools = page_pools(pools)
     stats: dict[str, ComponentStats] = {}
     plans: dict[int, CallRecord | Failure] = {}
     if planner is not None:
@@ -142,6 +148,10 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     blocked = apply_plans(pools, plans)
     results, image_stats = run_image_stage(component, system, data, store, engine, pools, blocked)
     stats.update(image_stats)
+    if system.backbone:
+        from omnistory_vistorybench.backbones import shot_images
+
+        results = shot_images(results)
     method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
     timestamp = fixed_timestamp or existing_timestamp(method_root) or _format(started)
     rows, missing_lines, written = write_job_outputs(
@@ -160,6 +170,9 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         config=config,
         started=started,
     )
+    from omnistory_vistorybench.hosted import stage_usage
+
+    manifest["usage"] = {component.kind: stage_usage(results)}
     finish_job(output_dir, rows, missing_lines, written, stats, manifest)
     missing = len(rows) - len(written)
     check_missing({"image": missing}, engine.get("fail_on_missing", False), expected=len(rows))
@@ -185,14 +198,14 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 
 def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     """The image expert this job runs, or a :class:`ConfigError` naming what works instead."""
-    from omnistory_core.kit.jobs import chosen, explicit
+    from omnistory_core.kit.jobs import explicit
+    from omnistory_vistorybench.backbones import backbone_spec
 
     images = ", ".join(registry.names("image")) or "none installed"
-    if chosen(config.get("backbone")):
-        raise ConfigError(
-            f"backbone={config['backbone']['name']}: task vistorybench runs one image expert per"
-            f" shot and no backbone yet; choose image=NAME (installed: {images})"
-        )
+    backbone = backbone_spec(config, registry)
+    if backbone is not None:
+        system_id = str(config.get("system_id") or backbone["name"])
+        return ShotSystem(system_id=system_id, image=backbone, backbone=True)
     for group, why in UNUSED_GROUPS.items():
         node = config.get(group)
         if explicit(node):
@@ -355,9 +368,22 @@ def project(component: Component, pool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_image_expert(registry: Any, system: ShotSystem, config: Mapping[str, Any]) -> Component:
-    """The image expert, built (parameters checked) but not loaded."""
+    """The image expert, built (parameters checked) but not loaded; a hosted image model in its
+    ViStoryBench form (:mod:`omnistory_vistorybench.hosted`)."""
     from omnistory_core.kit.jobs import build_component
+    from omnistory_vistorybench.hosted import build_hosted, is_hosted
 
+    if system.backbone:
+        return build_component(
+            registry,
+            "backbone",
+            system.image,
+            seed=int(config.get("seed") or 0),
+            allow_oracle=bool(config.get("allow_oracle")),
+        )
+    cls = registry.component("image", str(system.image["name"]))
+    if is_hosted(cls):
+        return build_hosted(cls, system.image, seed=int(config.get("seed") or 0))
     return build_component(
         registry,
         "image",
@@ -665,14 +691,17 @@ def job_manifest(
     from omnistory_core.kit.jobs import environment_manifest
 
     missing = sum(1 for r in rows if r["status"] != "ok")
+    stages = ["planner", "image"] if planner is not None else ["image"]
+    if system.backbone:
+        stages = ["backbone"]
     return {
         "status": "complete",
         "task": {"name": VISTORYBENCH.name, "version": VISTORYBENCH.version},
         "system_id": system.system_id,
         "oracle": bool(described.get("oracle")) or bool((planner or {}).get("oracle")),
         "paradigm": paradigm(registry, system),
-        "stages": ["planner", "image"] if planner is not None else ["image"],
-        "components": {"planner": planner, "image": described} if planner else {"image": described},
+        "stages": stages,
+        "components": dict(zip(stages, [c for c in (planner, described) if c], strict=True)),
         "dataset": {
             **data.spec,
             "n_examples": len(data.records),
@@ -696,8 +725,12 @@ def _is_baseline(registry: Any, system: ShotSystem) -> bool:
 
 
 def paradigm(registry: Any, system: ShotSystem) -> str:
-    """``orchestration`` (a planner writes the image prompts), else ``baseline`` or ``image
-    expert`` by the image expert."""
+    """``orchestration`` (a planner writes the image prompts), a backbone's paradigm, else
+    ``baseline`` or ``image expert`` by the image expert."""
+    if system.backbone:
+        from omnistory_vistorybench.backbones import paradigm_of
+
+        return paradigm_of(registry.component("backbone", str(system.image["name"])))
     if system.planner is not None:
         return "orchestration"
     return "baseline" if _is_baseline(registry, system) else "image expert"

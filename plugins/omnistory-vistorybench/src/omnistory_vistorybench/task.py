@@ -131,6 +131,7 @@ VISTORYBENCH = Task(
         "image expert per shot",
         "planner -> image expert per shot",
         "story-level image expert (one call per story, each shot conditioned on the previous)",
+        "backbone that makes images, each shot given as a page",
     ),
     tracks=tuple(Track(name, criteria) for name, criteria in TRACKS.items()),
     evaluators=EVALUATORS,
