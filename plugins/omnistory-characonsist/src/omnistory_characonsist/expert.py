@@ -8,8 +8,8 @@ every other shot as a pre-run (``is_pre_run=True``) and a final run, the spatial
 from call to call, the token lengths of the background and of the whole prompt set before each
 (``tokenizer_2``, 512 tokens); 1344x768, ``use_interpolate`` and ``share_bg`` off, a CPU
 generator seeded with ``seed`` (0) for every call; steps and guidance left to the pipeline (50,
-3.5).  A shot that fails is that shot's failure; when the ID shot fails, the story's other shots
-are not drawn (``upstream_failed``), as the script stops there.
+3.5); bfloat16 on a GPU.  A shot that fails is that shot's failure; when the ID shot fails,
+the story's other shots are not drawn (``upstream_failed``), as the script stops there.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class CharaConsist(ImageExpert):
             None,
             "the primary character's key; null: the most frequent",
         ),
-        Param("dtype", str, "bfloat16", "the script's bfloat16; auto: float32 on the CPU"),
+        Param("dtype", str, "auto", "auto: bfloat16 on a GPU (the script's), float32 on the CPU"),
         Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
     )
 

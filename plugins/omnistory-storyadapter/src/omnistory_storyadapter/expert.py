@@ -106,7 +106,7 @@ class StoryAdapter(ImageExpert):
         Param("style", str, "comic", "the prompt wrapper upstream applies", choices=STYLES),
         Param("steps", int, 50, "denoising steps", ge=1),
         Param("example_substitutions", bool, True, "the script's Robinson/Friday replacements"),
-        Param("dtype", str, "float16", "the script's float16; auto: float32 on the CPU"),
+        Param("dtype", str, "auto", "auto: float16 on a GPU (the script's), float32 on the CPU"),
         Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),
     )
 
@@ -126,6 +126,7 @@ class StoryAdapter(ImageExpert):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> None:
+        import torch
         from diffusers import DDIMScheduler, StableDiffusionXLPipeline
 
         p = self.params
@@ -139,7 +140,11 @@ class StoryAdapter(ImageExpert):
                 f" the checkout is incomplete, {CHECKOUT.get_it()}"
             ) from exc
         device = resolve_device(str(p["device"]))
-        dtype = resolve_dtype(str(p["dtype"]), device)
+        dtype = (
+            torch.float16
+            if p["dtype"] == "auto" and device != "cpu"
+            else resolve_dtype(str(p["dtype"]), device)
+        )
         scheduler = DDIMScheduler(
             num_train_timesteps=1000,
             beta_start=0.00085,
