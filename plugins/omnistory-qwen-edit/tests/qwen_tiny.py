@@ -143,8 +143,8 @@ LORA_FILE = "next-scene_lora-v2-3000.safetensors"
 def build_tiny_lora(
     path: Path, checkpoint: Path, seed: int = 1, weight_name: str = LORA_FILE
 ) -> Path:
-    """A random rank-2 LoRA on the tiny transformer's attention projections, in diffusers' key
-    layout, saved as ``path/weight_name``."""
+    """A random rank-2 LoRA (large enough to change the image) on the tiny transformer's attention
+    projections, in diffusers' key layout, saved as ``path/weight_name``."""
     import torch
     from diffusers import QwenImageTransformer2DModel
     from safetensors.torch import save_file
@@ -153,10 +153,10 @@ def build_tiny_lora(
     transformer = QwenImageTransformer2DModel.from_pretrained(checkpoint, subfolder="transformer")
     state: dict[str, torch.Tensor] = {}
     for name, module in transformer.named_modules():
-        if name.endswith(("attn.to_q", "attn.to_k", "attn.to_v")):
+        if name.endswith(("attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0")):
             out_f, in_f = module.weight.shape
             state[f"transformer.{name}.lora_A.weight"] = torch.randn(2, in_f)
-            state[f"transformer.{name}.lora_B.weight"] = torch.randn(out_f, 2)
+            state[f"transformer.{name}.lora_B.weight"] = torch.randn(out_f, 2) * 4
     path.mkdir(parents=True, exist_ok=True)
     save_file(state, str(path / weight_name))
     return path

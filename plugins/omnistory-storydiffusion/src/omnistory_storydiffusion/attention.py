@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: before this step a layer shares with probability SHARE_EARLY, after it with SHARE_LATE
+#: a layer call shares when its uniform draw exceeds SKIP_EARLY before step LATE_STEP, SKIP_LATE
+#: from it on (probabilities 0.7 and 0.9)
 LATE_STEP = 20
-SHARE_EARLY = 0.7
-SHARE_LATE = 0.9
+SKIP_EARLY = 0.3
+SKIP_LATE = 0.1
 
 
 @dataclass
@@ -84,8 +85,8 @@ class StoryBank:
 
         if self.step < 1:
             return False
-        chance = SHARE_EARLY if self.step < LATE_STEP else SHARE_LATE
-        return bool(torch.rand(1, generator=self.generator).item() < chance)
+        skip = SKIP_EARLY if self.step < LATE_STEP else SKIP_LATE
+        return bool(torch.rand(1, generator=self.generator).item() > skip)
 
 
 class ConsistentSelfAttention:
