@@ -5,7 +5,8 @@ Registers the task, the image experts (``copy_paste``, the Copy-Paste Baseline; 
 ``aesthetic``, ``diversity``: the task's ``EVALUATORS``), the ViStory dataset loader (under
 ``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
 ``task/vistorybench``, ``dataset/vistory*``, ``image/*``, ``system/*`` (``copy_paste``,
-``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``) and ``metric/<name>``.  Each hook
+``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``), ``suite/vistorybench_open`` (the
+open-weight methods' presets, which their own plugins ship) and ``metric/<name>``.  Each hook
 imports only what it registers; nothing heavy.
 """
 
