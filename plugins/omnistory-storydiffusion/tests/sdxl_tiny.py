@@ -45,7 +45,7 @@ def tiny_sdxl_pipeline(seed: int = 0):
     torch.manual_seed(seed)
     tokenizer = clip_tokenizer()
     unet = UNet2DConditionModel(
-        block_out_channels=(32, 64),
+        block_out_channels=(16, 32),
         layers_per_block=1,
         sample_size=8,
         in_channels=4,
@@ -62,14 +62,14 @@ def tiny_sdxl_pipeline(seed: int = 0):
         norm_num_groups=1,
     )
     vae = AutoencoderKL(
-        block_out_channels=(8, 8, 8, 8),
+        block_out_channels=(4, 4, 4, 4),
         in_channels=3,
         out_channels=3,
         down_block_types=("DownEncoderBlock2D",) * 4,
         up_block_types=("UpDecoderBlock2D",) * 4,
         latent_channels=4,
         layers_per_block=1,
-        norm_num_groups=4,
+        norm_num_groups=2,
         sample_size=64,
     )
     clip = dict(
