@@ -334,6 +334,16 @@ def shot_inputs(
         if key in story.characters
     ]
     first = record.reference_images[0] if record.reference_images else None
+    cast = [
+        {
+            "key": character.key,
+            "name": character.name,
+            "tag": character.tag,
+            "description": character.prompt,
+            "images": [_ref_media(media, path) for path in character.images],
+        }
+        for character in story.characters.values()
+    ]
     return {
         "image_prompt": record.prompt,
         "shot_prompt": record.prompt,
@@ -351,6 +361,7 @@ def shot_inputs(
             "story_type": record.story_type,
             "language": record.language,
         },
+        "characters": cast,
     }
 
 

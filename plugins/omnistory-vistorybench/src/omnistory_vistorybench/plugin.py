@@ -6,8 +6,9 @@ Registers the task, the image experts (``copy_paste``, the Copy-Paste Baseline; 
 ``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
 ``task/vistorybench``, ``dataset/vistory*``, ``image/*``, ``system/*`` (``copy_paste``,
 ``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``, and the hosted image models of the
-published rows: ``nanobanana_pro``, ``nanobanana_flash``, ``seedream4``, ``gpt4o``, ``gemini``)
-and ``metric/<name>``.  Each hook
+published rows: ``nanobanana_pro``, ``nanobanana_flash``, ``seedream4``, ``gpt4o``, ``gemini``),
+``suite/vistorybench_open`` (the open-weight methods' presets, which their own plugins ship) and
+``metric/<name>``.  Each hook
 imports only what it registers; nothing heavy.
 """
 

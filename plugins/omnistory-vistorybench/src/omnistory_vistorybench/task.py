@@ -18,6 +18,9 @@ generate`, which writes the official method-output layout.  The inputs a generat
                     reference image as a ``Media`` (``[]`` when no character is onstage)
 ``shot``            the shot's text fields: ``story_id, index, plot, scene, camera, script,
                     character_keys, character_names, story_type, language``
+``characters``      every character the story defines, in ``story.json`` order, onstage or not:
+                    ``{key, name, tag, description, images}`` (``description`` the character's
+                    prompt in the loaded language); for methods that read the whole cast
 ==================  ===========================================================================
 
 ViStoryBench has no gold image, so there are no ``reference_inputs``.
@@ -31,7 +34,14 @@ from typing import Any
 from omnistory_core.api import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
 
 #: the names a generation component of this task may declare in ``reads``
-INPUTS: tuple[str, ...] = ("image_prompt", "shot_prompt", "current_image", "character_refs", "shot")
+INPUTS: tuple[str, ...] = (
+    "image_prompt",
+    "shot_prompt",
+    "current_image",
+    "character_refs",
+    "shot",
+    "characters",
+)
 
 #: track -> its criteria, as the metrics report them (the official story-level keys)
 TRACKS: dict[str, tuple[str, ...]] = {
