@@ -28,8 +28,11 @@ fi
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv .venv
-# pip >= 24 resolves a local project's extras together with plugins that depend on it
-.venv/bin/python -m pip install -q --upgrade pip
+# pip >= 24 resolves a local project's extras together with plugins that depend on it; the
+# build backend once, in the venv: every local distribution builds with it (no isolated build
+# environment per plugin, which took longer than the builds: 51.6 s against 20.3 s for four
+# plugins on a loaded machine)
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=69" wheel
 # torch first and pinned: on our machines this version is a CPU build (an unpinned torch pulls CUDA)
 .venv/bin/python -m pip install -q "torch==2.13.0"
 # every first-party plugin, as a user installs a third-party one (not editable); the evaluation
@@ -38,7 +41,7 @@ python3 -m venv .venv
 # planner's llama.cpp backend is not installed: llama-cpp-python has no binary wheel on PyPI and
 # its build (12-41 min on two cores) does not fit here; the transformers backend, held to the Plan
 # schema by llguidance (a binary wheel), runs the real GGUF instead.
-.venv/bin/python -m pip install -q -e ".[test,cluster]" \
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[test,cluster]" \
   "./plugins/omnistory-eval[metrics,judges,real]" "./plugins/omnistory-piper[voices]" \
   "./plugins/omnistory-llamacpp[transformers,test]" "./plugins/omnistory-clipart[encoder]" \
   "./plugins/omnistory-demo-real[real]" \
