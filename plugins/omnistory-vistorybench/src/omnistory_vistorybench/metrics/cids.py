@@ -71,8 +71,11 @@ from omnistory_vistorybench.metrics.clip_encoder import (
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
     ARCFACE_FILE,
+    FACE_ALIGNMENTS,
     FACENET_FILE,
     OFFICIAL_FACE_MODELS,
+    RETINAFACE_FILE,
+    SCRFD_FILE,
 )
 from omnistory_vistorybench.metrics.single_action import (
     ActionShot,
@@ -494,6 +497,26 @@ class CIDSMetric(Metric):
         Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
         Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),
         Param(
+            "face_alignment",
+            str,
+            "official",
+            "official: faces found and aligned (SCRFD for ArcFace, RetinaFace for AdaFace and"
+            " FaceNet), face-less crops dropped | whole_crop: every crop embedded whole",
+            choices=FACE_ALIGNMENTS,
+        ),
+        Param(
+            "scrfd_weights",
+            (str, None),
+            None,
+            f"ArcFace's face detector {SCRFD_FILE} (null: beside arcface_weights)",
+        ),
+        Param(
+            "retinaface_weights",
+            (str, None),
+            None,
+            f"AdaFace's and FaceNet's face detector, facexlib's {RETINAFACE_FILE}",
+        ),
+        Param(
             "judge_base_url",
             (str, None),
             None,
@@ -592,6 +615,8 @@ class CIDSMetric(Metric):
         else:  # a registered encoder of its own: it says what it lacks when built
             return []
         needs: list[dict[str, str]] = []
+        if str(self.params.get("face_alignment") or "official") == "official":
+            needs.extend(self._detector_needs(models))
         for model in models:
             if model not in FACE_MODELS:
                 continue  # an unknown name: build_face_mix names the known ones per story
@@ -626,6 +651,42 @@ class CIDSMetric(Metric):
                         "check": "package",
                         "target": "onnxruntime",
                         "remedy": "pip install onnxruntime (or onnxruntime-gpu)",
+                    }
+                )
+        return needs
+
+    def _detector_needs(self, models: list[str]) -> list[dict[str, str]]:
+        """The face detectors of the official alignment: SCRFD for ArcFace, RetinaFace for
+        AdaFace and FaceNet (an unset one only warns, like the face weights)."""
+        from omnistory_vistorybench.metrics.face import scrfd_weights
+
+        wanted = []
+        if "arcface" in models:
+            wanted.append(("scrfd_weights", scrfd_weights(self.params), "ArcFace's SCRFD"))
+        if any(m in models for m in ("adaface", "facenet")):
+            value = self.params.get("retinaface_weights")
+            wanted.append(("retinaface_weights", value, "AdaFace's and FaceNet's RetinaFace"))
+        needs: list[dict[str, str]] = []
+        for param, value, what in wanted:
+            label = f"metric.{self.name}.{param}"
+            if not value:
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"not set: {what} face detector has no weights",
+                        "remedy": f"--set {label}=PATH, or --set metric.{self.name}"
+                        ".face_alignment=whole_crop (a documented departure)",
+                        "warning": f"stories with {FACE_TAG} characters get 'error' rows",
+                    }
+                )
+            elif not Path(os.path.expanduser(str(value))).exists():
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"{Path(os.path.expanduser(str(value)))} does not exist",
+                        "remedy": f"--set {label}= to {what} weights file",
                     }
                 )
         return needs
