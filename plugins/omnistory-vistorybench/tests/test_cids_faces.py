@@ -163,7 +163,7 @@ def weights(tmp_path_factory) -> dict[str, str]:
     )
 
     pretrain = tmp_path_factory.mktemp("pretrain")
-    glintr = build_tiny_glintr(pretrain / "insightface" / "models" / ARCFACE_FILE, seed=5)
+    glintr = build_tiny_glintr(pretrain / ARCFACE_FILE, seed=5)
     build_scrfd(glintr.parent / SCRFD_FILE)
     torch.manual_seed(3)
     facenet = pretrain / FACENET_FILE

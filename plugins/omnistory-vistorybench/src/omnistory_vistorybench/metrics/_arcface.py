@@ -29,7 +29,7 @@ from omnistory_core.api import ComponentError
 from omnistory_vistorybench.metrics._common import require_file
 
 #: the recognition model of the antelopev2 pack (insightface's ``models/antelopev2/``)
-ARCFACE_FILE = "antelopev2/glintr100.onnx"
+ARCFACE_FILE = "insightface/models/antelopev2/glintr100.onnx"
 #: insightface's normalisation of a PyTorch-exported recognition model (glintr100 is one)
 TORCH_MEAN_STD = (127.5, 127.5)
 #: MXNet exports normalise inside the graph: raw pixels go in

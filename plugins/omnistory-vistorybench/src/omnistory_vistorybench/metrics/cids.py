@@ -36,7 +36,8 @@ The detector and the encoders are looked up by name in :data:`DETECTORS` and :da
 * ``arcface`` (the official's single-model alternative): ArcFace's cosine alone.
 
 A story that needs a model that is not available is an ``error`` row (recomputed once it
-exists), never a 0.  :data:`.math.DEPARTURES` lists where these ports differ from the official.
+exists), never a 0.  :mod:`omnistory_vistorybench.fidelity` lists where these ports differ from
+the official, and the options that depart from it.
 """
 
 from __future__ import annotations
