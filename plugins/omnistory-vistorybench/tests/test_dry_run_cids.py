@@ -158,6 +158,7 @@ def test_the_needs_follow_the_parameters(tmp_path: Path) -> None:
     # the official alignment's detectors: RetinaFace for AdaFace and FaceNet (unset: a
     # warning), SCRFD beside glintr100.onnx unless named (a named one that is absent blocks)
     assert found[("config", "metric.cids.retinaface_weights")]["warning"]
+    assert ("package", "cv2") in found  # the alignments warp with OpenCV
     found = needs(face_encoder="arcface", arcface_weights=str(weights), scrfd_weights="/no.onnx")
     assert "does not exist" in found[("config", "metric.cids.scrfd_weights")]["detail"]
     whole = needs(face_models=["facenet"], face_alignment="whole_crop")

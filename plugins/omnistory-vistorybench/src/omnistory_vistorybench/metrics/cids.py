@@ -497,7 +497,7 @@ class CIDSMetric(Metric):
     """
 
     name = "cids"
-    version = "2"
+    version = "3"
     track = "character"
     criteria = CRITERIA
     scope = "group"
@@ -711,6 +711,14 @@ class CIDSMetric(Metric):
             value = self.params.get("retinaface_weights")
             wanted.append(("retinaface_weights", value, "AdaFace's and FaceNet's RetinaFace"))
         needs: list[dict[str, str]] = []
+        if wanted:  # both alignments warp with OpenCV, as insightface and facexlib do
+            needs.append(
+                {
+                    "check": "package",
+                    "target": "cv2",
+                    "remedy": "pip install opencv-python-headless (the metrics extra has it)",
+                }
+            )
         for param, value, what in wanted:
             label = f"metric.{self.name}.{param}"
             if not value:
