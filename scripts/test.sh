@@ -8,7 +8,9 @@
 #     reused; their model tests and the SpeechBrain/emotion2vec loader test run there.  It is
 #     built in the background while lint and the main tests run (about 8 GB, mostly a CUDA torch
 #     build that pip downloads: the largest fixed cost of this command); the tests marked
-#     `tts_env` run after it, then the experts' own tests inside it.
+#     `tts_env` run after it, then the experts' own tests inside it, and ViStoryBench's checks
+#     against torchvision (this environment's torch has a matching torchvision; the main one's
+#     CPU torch has none that imports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -91,3 +93,11 @@ tts_pid=
 run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m tts_env "$@"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
   plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests
+# ViStoryBench's checks against torchvision (Inception and CSD preprocessing, the Inception
+# network, RetinaFace's ResNet-50 body and NMS) need a torchvision that matches its torch: this
+# environment has one (torch 2.9.1, torchvision 0.24.1); they fail here instead of skipping
+OMNISTORY_REQUIRE_TORCHVISION=1 PYTHONPATH=plugins/omnistory-vistorybench/src \
+  .venvs/tts/bin/python -m pytest -q -p no:cacheprovider -k torchvision \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_inception.py \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_csd.py \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_retinaface_torchvision.py

@@ -127,30 +127,38 @@ class InceptionClassifier:
         return np.concatenate(rows, axis=0) if rows else np.zeros((0, 1000), np.float32)
 
 
+#: ``images``: the published tables' pooled split images, or one run's own images
+IMAGE_POOLS = ("pooled", "run")
+
+
 class InceptionScoreMetric(Metric):
     """``diversity``: Inception Score of all of a run's images (one number per run).
 
     Reads (run scope), one item per run::
 
-        {"candidate_images": [Media, ...]}   # every output image of the run (None: skipped)
+        {"candidate_images": [Media, ...],   # the split's images, every timestamp pooled
+         "run_images": [Media, ...]}         # this run's images (its output folder)
 
-    The official evaluator passes every image of every story in the output folder (not filtered
-    by split), so what the list holds is the runner's decision.  No image: 0.0 (faithful) or an
-    ``invalid`` row; an unreadable image makes the run ``invalid`` (the official would fail).
+    ``images`` picks the list: ``pooled`` (the default) is what the published lite and full
+    tables hold, the official ``utils/add_inception_score_to_result_csv.py`` recomputation over
+    every timestamp of the method, mode and language, restricted to the split's stories; ``run``
+    is what the official ``bench_run.py`` summary holds, every image of this run's output folder
+    (not filtered by split).  No image: 0.0 (faithful) or an ``invalid`` row; an unreadable
+    image makes the run ``invalid`` (the official would fail).
 
     Parameters: ``checkpoint`` (the ImageNet state dict; null: torch hub's
     ``checkpoints/inception_v3_google-0cc3c7bd.pth``), ``device``, ``image_batch`` (32, the
     official; results do not depend on it), ``splits`` (1, the official), ``backend`` (auto |
-    torchvision | builtin: the same network), ``faithful``.
+    torchvision | builtin: the same network), ``images`` (pooled | run), ``faithful``.
     """
 
     name = "diversity"
-    version = "1"
+    version = "2"
     track = "diversity"
     criteria = ("inception_score",)
     scope = "run"
     score_range = (0.0, 1000.0)
-    reads = ("candidate_images",)
+    reads = ("candidate_images", "run_images")
     description = "Inception Score (torchvision Inception v3, ImageNet weights, 1 split)"
     parameters = (
         Param(
@@ -169,6 +177,14 @@ class InceptionScoreMetric(Metric):
             "network code: auto (torchvision when importable) | torchvision | builtin",
             runtime=True,
             choices=("auto", "torchvision", "builtin"),
+        ),
+        Param(
+            "images",
+            str,
+            "pooled",
+            "pooled: the split's images over every timestamp (the published tables) | run:"
+            " this run's output folder (the official bench_run summary)",
+            choices=IMAGE_POOLS,
         ),
         Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
     )
@@ -199,7 +215,8 @@ class InceptionScoreMetric(Metric):
 
     def score_run(self, item: dict[str, Any]) -> EvalResult:
         faithful = bool(self.params.get("faithful", True))
-        media = [m for m in item.get("candidate_images") or [] if m is not None]
+        pool = "run_images" if self.params.get("images") == "run" else "candidate_images"
+        media = [m for m in item.get(pool) or [] if m is not None]
         if not media:
             if faithful:
                 return EvalResult({"inception_score": 0.0}, detail={"images": 0})
