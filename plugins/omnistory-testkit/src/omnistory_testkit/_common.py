@@ -75,7 +75,7 @@ class ConformanceReport:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"{self.component} v{self.version}: {self.examples} demo examples"]
+        lines = [f"{self.component} v{self.version}: {self.examples} examples"]
         lines += [f"  ok       {name}" for name in self.passed]
         lines += [f"  skipped  {name}: {why}" for name, why in self.skipped.items()]
         lines += [f"  note     {note}" for note in self.notes]
@@ -441,9 +441,12 @@ def begin_report(
     examples: int,
     identity: Callable[[type, ConformanceReport], None],
     reads: Callable[[type, ConformanceReport], None],
+    *,
+    load_demo: bool = True,
 ) -> tuple[ConformanceReport, list[Any]]:
     """The checks every kind starts with (identity, reads, light import) and the demo examples
-    the engine runs: the start of :func:`check_component` for any component."""
+    the engine runs (none with ``load_demo=False``: a task's own fixture is run instead): the
+    start of :func:`check_component` for any component."""
     report = ConformanceReport(
         component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
         version=str(getattr(cls, "version", "?")),
@@ -452,10 +455,12 @@ def begin_report(
     identity(cls, report)
     reads(cls, report)
     _check_light_import(cls, report)
+    if not load_demo:
+        return report, []
 
-    from omnistory_core.data.demo import load_demo
+    from omnistory_core.data.demo import load_demo as demo_examples
 
-    demo = load_demo(limit=examples)
+    demo = demo_examples(limit=examples)
     if not demo:
         raise ConformanceError("the bundled demo dataset has no examples")
     report.examples = len(demo)

@@ -87,6 +87,7 @@ def check_component(
     cls: type,
     /,
     *,
+    task: str | None = None,
     examples: int = 2,
     vary: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
@@ -112,15 +113,32 @@ def check_component(
     ``plugin_module`` (a module or its dotted name): the plugin's hook module, checked as the
     plugin loader checks it; by default the entry points of the installed distribution that
     ships ``cls`` are (a class defined in a test module has none, and nothing is checked).
+
+    ``task``: the task it is checked on (default: the class's ``task`` attribute, else
+    Omni-StoryBench).  On a task with its own generation (``Task.harness``, ViStoryBench) the
+    component runs on that task's bundled fixture through the task's job path, ``examples``
+    records of each group (story) of it, and ``reads`` is held to the task's declared inputs
+    (:mod:`omnistory_testkit.task_conformance`); a metric or judge scores the task's stand-in
+    jobs through the task's evaluation.
     """
     params = {**dict(params or {}), **kwargs}
     _check_plugin_module(cls, plugin_module)
+    on = task_of(cls, task)
     if getattr(cls, "kind", None) in _EVALUATOR_HOOKS:
         from omnistory_testkit.evaluator_conformance import check_evaluator
 
         return check_evaluator(
-            cls, params, examples=examples, vary=vary or {}, score_range=score_range
+            cls,
+            params,
+            examples=examples,
+            vary=vary or {},
+            score_range=score_range,
+            task=on if on.evaluation is not None else None,
         )
+    if on.harness is not None:
+        from omnistory_testkit.task_conformance import check_task_component
+
+        return check_task_component(cls, on, params, examples=examples, vary=vary)
     report, demo = begin_report(cls, examples, _check_identity, _check_reads)
     with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
         root = Path(tmp)
@@ -134,6 +152,20 @@ def check_component(
         _check_deterministic(cls, params, demo, root, first, report)
         _check_failures(cls, params, demo, root, report)
     return report
+
+
+def task_of(cls: type, task: str | None = None) -> Any:
+    """The task a component is checked on: ``task``, else its ``task`` attribute, else the
+    default (Omni-StoryBench); a task that is not installed is one ``ConformanceError``."""
+    from omnistory_core.errors import PluginError
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    name = task or getattr(cls, "task", None) or DEFAULT_TASK
+    try:
+        return load_plugins().task(str(name))
+    except PluginError as exc:
+        raise ConformanceError(f"check_component({getattr(cls, 'name', cls)}): {exc}") from exc
 
 
 # -- the plugin's hook module -------------------------------------------------------------------
@@ -626,4 +658,5 @@ __all__ = [
     "ConformanceReport",
     "check_component",
     "registry_with",
+    "task_of",
 ]

@@ -498,6 +498,7 @@ class CIDSMetric(Metric):
 
     name = "cids"
     version = "3"
+    task = "vistorybench"
     track = "character"
     criteria = CRITERIA
     scope = "group"
