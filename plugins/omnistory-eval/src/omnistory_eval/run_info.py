@@ -53,6 +53,7 @@ def evaluator_info(evaluator: Any) -> dict[str, Any]:
         "params": json.loads(json.dumps(params, default=str)),
         "weights": dict(weights),
         "stand_in": bool(getattr(type(evaluator), "stand_in", False)),
+        "stands_in_for": getattr(type(evaluator), "stands_in_for", None),
     }
 
 

@@ -141,7 +141,12 @@ def settings_of(
     for name in TASK_EVALUATORS:
         key = f"metric/{name}"
         if key not in keys:
-            reasons.append(f"{name} not scored")
+            standing = [
+                k for k in sorted(keys) if (evaluators.get(k) or {}).get("stands_in_for") == name
+            ]
+            reasons.extend(
+                [f"{name}: scored by the stand-in {k}" for k in standing] or [f"{name} not scored"]
+            )
             continue
         reasons.extend(evaluator_departures(name, evaluators.get(key), defaults.get(name, {})))
     if not reasons:

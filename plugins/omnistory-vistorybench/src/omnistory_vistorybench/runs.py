@@ -11,7 +11,9 @@ output-changing settings, ``<lang>`` and ``<timestamp>`` the run::
   derived from them: ``<task.mode>-image.size=256`` (``derived``; a long list becomes
   ``<task.mode>-p<digest>``); else ``task.mode`` as the config has it (``base``, or the one a
   preset names: ``configured``).  Runtime parameters (devices, endpoints) change no output and
-  no mode.
+  no mode; nor does a weights path (``image.model=/models/FLUX.1-Kontext-dev``, a local copy of
+  the checkpoint): the weights' content keys every call, and a job directory whose run used
+  other weights refuses the new ones (:func:`check_same_run`).
 * **job directory** (:func:`job_name`, the task's ``job_name``): the method, then each level that
   tells this run apart from the default run of the method: the mode when it is not ``base``, the
   language when not ``en``, the split when not ``full``, the story subset, the seed when not 0,
@@ -105,14 +107,18 @@ def _safe(text: str) -> str:
     return _UNSAFE.sub("_", text).strip("._") or "_"
 
 
-def _runtime_params(group: str, name: Any) -> set[str]:
+def _not_settings(group: str, name: Any) -> set[str]:
+    """The keys of a component that name no setting of its outputs: runtime parameters, and the
+    weights it loads (a local copy of the same checkpoint is the same mode; the content
+    fingerprint keys the calls and :func:`check_same_run` compares it)."""
     from omnistory_core.kit.jobs import load_plugins
 
     try:
         cls = load_plugins().component(group, str(name))
     except Exception:  # noqa: BLE001 - an unknown component fails the job in one line itself
         return set()
-    return {*getattr(cls, "runtime_params", ()), "batch_size", "runner", "default_choice"}
+    weights = {p.name for p in getattr(cls, "parameters", None) or () if p.weights}
+    return {*getattr(cls, "runtime_params", ()), *weights, "batch_size", "runner", "default_choice"}
 
 
 def changed_settings(config: Any, overrides: Sequence[str]) -> dict[str, str]:
@@ -132,7 +138,11 @@ def changed_settings(config: Any, overrides: Sequence[str]) -> dict[str, str]:
             if not parsed.is_parameter:
                 continue
             name = _select(config, f"{parsed.group}.name")
-            if parsed.key in _runtime_params(parsed.group, name):
+            skip = _not_settings(parsed.group, name)
+            inner = _select(config, f"{parsed.group}.inner")
+            if inner is not None:  # a wrapper (first_ref, sequential): its inner's keys too
+                skip |= _not_settings(parsed.group, inner)
+            if parsed.key in skip:
                 continue
             path = f"{parsed.group}.{parsed.path}"
             out[path] = _plain(_select(config, path))
@@ -336,14 +346,22 @@ def check_same_run(job_dir: Path, run: RunIdentity, settings: Mapping[str, Any])
 
 def system_settings(components: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """What a run's outputs depend on besides its inputs: each stage component's key and output
-    parameters, and the seed."""
+    parameters (the weights it loads by content, ``__weights__``, not by path), and the seed."""
     out: dict[str, Any] = {"seed": seed}
     for group, component in components.items():
         if component is None:
             continue
-        params = component.output_params()
+        weights = _weights_params(component)
+        inner = getattr(component, "inner", None)  # a wrapper: the inner's parameters are its
+        if inner is not None:
+            weights |= _weights_params(inner)
+        params = {k: v for k, v in component.output_params().items() if k not in weights}
         out[group] = {"component": component.key(), "params": json.loads(_plain(params))}
     return out
+
+
+def _weights_params(component: Any) -> set[str]:
+    return {p.name for p in type(component).parameters or () if p.weights}
 
 
 def setting_differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
