@@ -92,12 +92,19 @@ def run_infos(
     jobs: Mapping[str, Any],
 ) -> dict[str, RunInfo]:
     """Each system's :class:`RunInfo`: what the evaluation recorded, else its job directory's
-    manifest (``jobs``: label -> ``report.JobRun``), else read from its label
+    manifest (``jobs``: label -> ``report.JobRun``; a bare method name, as scores written
+    before runs were labelled had it, is that method's only job), else read from its label
     (``method/mode/lang/timestamp``; a bare name is the method, mode ``base``, ``en``)."""
     out: dict[str, RunInfo] = {}
+    methods: dict[str, list[Any]] = {}
+    for candidate in jobs.values():
+        methods.setdefault(candidate.method, []).append(candidate)
     for system in dict.fromkeys(systems):
         info = recorded.get(system)
         job = jobs.get(system)
+        if job is None and len(methods.get(system, [])) == 1:
+            # scores written when a job's system was its method's name (its only run)
+            job = methods[system][0]
         if info is not None:
             ids = info.get("story_ids")
             out[system] = RunInfo(

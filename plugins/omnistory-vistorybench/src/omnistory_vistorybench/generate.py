@@ -138,6 +138,12 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         {"planner": planner, "image": component}, int(config.get("seed") or 0)
     )
     runs.check_same_run(output_dir, run, settings)
+    # claimed before any call: a fixed timestamp another run holds is refused first
+    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
+    earlier = run.run_timestamp or existing_timestamp(method_root)
+    timestamp = runs.claim_timestamp(
+        output_dir, run, earlier or _format(started), fixed=run.run_timestamp is not None
+    )
     described = component_description(component, registry)
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
     media = MediaHasher()
@@ -150,11 +156,6 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     blocked = apply_plans(pools, plans)
     results, image_stats = run_image_stage(component, system, data, store, engine, pools, blocked)
     stats.update(image_stats)
-    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
-    earlier = run.run_timestamp or existing_timestamp(method_root)
-    timestamp = runs.claim_timestamp(
-        output_dir, run, earlier or _format(started), fixed=run.run_timestamp is not None
-    )
     rows, missing_lines, written = write_job_outputs(
         output_dir, system.system_id, mode, timestamp, data, results, store, plans
     )
