@@ -182,6 +182,8 @@ class InceptionScoreMetric(Metric):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._classifier: InceptionClassifier | None = None
+        #: image sha256 -> its class probabilities under the loaded network
+        self._probs: dict[str, Any] = {}
 
     def weights_files(self) -> dict[str, str]:
         """The ``checkpoint`` file, or torch hub's default one when it is unset: the weights
@@ -210,9 +212,11 @@ class InceptionScoreMetric(Metric):
             device=resolve_device(self.params.get("device")),
             backend=str(self.params.get("backend") or "auto"),
         ).load(path)
+        self._probs = {}
 
     def unload(self) -> None:
         self._classifier = None
+        self._probs = {}
         release_torch_memory()
 
     def score_run(self, item: dict[str, Any]) -> EvalResult:
@@ -227,14 +231,22 @@ class InceptionScoreMetric(Metric):
         if self._classifier is None:
             self.load()
         assert self._classifier is not None
-        images, errors = open_all(media)
+        # an image's class probabilities are computed once per load: a full run's lite unit
+        # holds a subset of its whole-run images, and shots often repeat an image
+        fresh = list({m.sha256: m for m in media if m.sha256 not in self._probs}.values())
+        images, errors = open_all(fresh)
         if errors:
             return EvalResult(
                 {"inception_score": None},
                 status="invalid",
                 detail={"error": "; ".join(errors[:20]), "unreadable": len(errors)},
             )
-        probs = self._classifier.probabilities(images, int(self.params.get("image_batch") or 32))
+        if images:
+            rows = self._classifier.probabilities(images, int(self.params.get("image_batch") or 32))
+            self._probs.update(zip((m.sha256 for m in fresh), rows, strict=True))
+        import numpy as np
+
+        probs = np.stack([self._probs[m.sha256] for m in media])
         mean, std = vmath.inception_score(
             probs, int(self.params.get("splits") or 1), faithful=faithful
         )
