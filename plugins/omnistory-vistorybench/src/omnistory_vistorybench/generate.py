@@ -231,9 +231,15 @@ def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     cls = registry.component("image", str(image["name"]))
     unknown = [name for name in cls.reads if name not in INPUTS]
     if unknown:
+        others = [
+            t.name
+            for t in registry.tasks.values()
+            if t.name != VISTORYBENCH.name and set(unknown) <= set(t.inputs)
+        ]
+        hint = f"; task {others[0]} offers them: use it without task=vistorybench" if others else ""
         raise ConfigError(
             f"image={cls.name} reads {unknown}, which task vistorybench does not provide; its"
-            f" inputs are {', '.join(INPUTS)}"
+            f" inputs are {', '.join(INPUTS)}{hint}"
         )
     system_id = str(config.get("system_id") or cls.name)
     return ShotSystem(system_id=system_id, image=dict(image), planner=planner_spec)
