@@ -125,7 +125,7 @@ def changed_settings(config: Any, overrides: Sequence[str]) -> dict[str, str]:
     """The output-changing settings the command line sets: component parameters of the system's
     groups (their composed values, so ``size=256`` and ``size=256.0`` agree) and component
     choices beside a preset (``planner=gpt``); runtime parameters are left out."""
-    from omnistory_core.params import parse_param_override
+    from omnistory_core.kit.jobs import parse_param_override
 
     texts = [str(o) for o in overrides]
     keys = {t.split("=", 1)[0].lstrip("+~") for t in texts}
