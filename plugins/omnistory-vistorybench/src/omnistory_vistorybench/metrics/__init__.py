@@ -37,8 +37,6 @@ METRICS: tuple[str, ...] = (
     "omnistory_vistorybench.metrics.aesthetic:AestheticMetric",
     "omnistory_vistorybench.metrics.inception:InceptionScoreMetric",
     "omnistory_vistorybench.metrics.prompt_align:PromptAlignMetric",
-    # the offline demo's local stand-in for the prompt-alignment judge (suite=vistory_demo)
-    "omnistory_vistorybench.demo:PromptAlignStandIn",
 )
 
 
