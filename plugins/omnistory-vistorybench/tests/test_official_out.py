@@ -234,3 +234,46 @@ def test_a_stand_in_result_is_never_served_to_the_real_metric(
     lines = [json.loads(x) for x in (job / "scores.jsonl").read_text().splitlines()]
     statuses = {r["status"] for r in lines if r["evaluator"] == "diversity"}
     assert statuses == {"error"}
+
+
+def test_official_settings_are_told_from_departures() -> None:
+    from omnistory_vistorybench import comparability as cmp
+
+    defaults = cmp.declared_defaults()
+    weights = {
+        "cids": {
+            "clip_model": "/w/openai/clip-vit-large-patch14",
+            "arcface_weights": "/w/models/antelopev2/glintr100.onnx",
+            "facenet_weights": "/w/facenet/20180402-114759-vggface2.pt",
+            "adaface_weights": "/w/adaface/adaface_ir101_webface12m.ckpt",
+            "judge_base_url": "https://api.openai.com/v1",
+        },
+        "csd": {"checkpoint": "/w/csd/csd_vit-large.pth"},
+        "aesthetic": {"head": "/w/aesthetic_predictor/aesthetic_predictor_v2_5.pth"},
+        "diversity": {},
+        "prompt_align": {},
+    }
+    from omnistory_vistorybench.metrics import metric_classes
+
+    # what evaluate records of each metric: its output parameters (the files need not exist)
+    evaluators = {
+        f"metric/{cls.name}": {
+            "params": cls(**weights[cls.name]).output_params(),
+            "stand_in": False,
+        }
+        for cls in metric_classes()
+    }
+    used = {"run": set(evaluators)}
+    assert cmp.settings_of(["run"], used, evaluators, defaults) == cmp.OFFICIAL
+    evaluators["metric/prompt_align"]["params"]["model"] = "qwen3-vl-8b"
+    evaluators["metric/csd"]["params"]["checkpoint"] = "/w/csd_vit-tiny.pth"
+    del used["run"]  # and no aesthetic scored
+    used["run"] = {k for k in evaluators if k != "metric/aesthetic"}
+    got = cmp.settings_of(["run"], used, evaluators, defaults)
+    assert got.startswith(f"{cmp.NOT_COMPARABLE}: ")
+    for reason in (
+        "prompt_align.model=qwen3-vl-8b (official: gpt-4.1)",
+        "csd.checkpoint=csd_vit-tiny.pth (official: csd_vit-large.pth)",
+        "aesthetic not scored",
+    ):
+        assert reason in got
