@@ -10,15 +10,23 @@ absent:
   Inception Score) of the split their ``example_id`` names: ``""`` the whole run, ranked on the
   run's own split, ``"lite"`` its lite stories only (the evaluation scores both for a full run),
   ranked on the lite split.  ``criterion`` is the official story-level key
-  (``cids_self_mean``, ``scene``, ...), ``system`` the job's system id (the official ``<method>``).
+  (``cids_self_mean``, ``scene``, ...), ``system`` the run (``<method>/<mode>/<lang>/<ts>``).
 * ``run_dir``: a sweep directory (its job directories) or one job directory: the manifests give
-  each system's mode, language, timestamp, split and stories, the records and images the strips.
+  each run's mode, language, timestamp, split and stories, the records and images the strips;
+  where no manifest says it (an ``--outputs`` tree), the evaluation's ``systems.json`` does.
 * ``options["bench_results_csv"]``: official ``bench_results*.csv`` files; their runs are ranked
-  beside ours and marked ``published``.
+  beside ours and marked ``published``; ``options["published"]`` (default True): the shipped
+  published tables (:mod:`omnistory_vistorybench.published`) too, once our runs are scored.
+
+The aggregation (story values, run tables, the leaderboards) is
+:mod:`omnistory_vistorybench.aggregation`; each of our rows' ``metric_settings`` comes from
+:mod:`omnistory_vistorybench.comparability`.
 
 What it writes into ``out_dir``::
 
-    leaderboard.csv                 the official leaderboard, every split (official policy)
+    leaderboard.csv                 the official leaderboard, every split (official policy),
+                                    ours among the published with ``source`` and
+                                    ``metric_settings``
     leaderboard_<split>.csv         the same, one split (lite, full)
     leaderboard_valid_only.csv      ours under the valid-only policy (when scores are given)
     leaderboard_zero_filled.csv     ours under the zero-filled policy (when scores are given)
