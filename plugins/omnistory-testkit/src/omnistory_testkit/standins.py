@@ -18,7 +18,9 @@ load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load);
 inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
 no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
-espeak, noop, ...) are left alone.
+espeak, noop, ...) are left alone.  A stand-in's records declare ``{"stand_in": ...}``
+(:class:`_StandIn`): the same keys as the real component's, never served to it (nor its to the
+stand-in).
 
 ``make_standin_site(directory, evaluators=True)`` replaces every installed metric and judge too,
 so that a sweep of stand-ins is scored end to end without weights: a stand-in evaluator has its
@@ -293,7 +295,21 @@ def _load(self) -> None:
 from omnistory_core.components import Backbone, ImageExpert, Planner, TTSExpert  # noqa: E402
 
 
-class _Planner(Planner):
+class _StandIn:
+    """What every stand-in is beyond its real component's declarations: marked ``stand_in`` and
+    with an identity of its own in the store.  Its call keys equal the real component's (same
+    name, version, parameters, inputs), but every record it writes declares
+    ``{"stand_in": ...}``, and the engine recomputes a record made under another declaration:
+    a stand-in's result is never served to the real component, nor the real one's to it."""
+
+    stand_in = True
+
+    @classmethod
+    def call_declaration(cls) -> dict[str, Any]:
+        return {**super().call_declaration(), "stand_in": DISTRIBUTION}  # type: ignore[misc]
+
+
+class _Planner(_StandIn, Planner):
     __init__ = _params_ok
     load = _load
 
@@ -306,7 +322,7 @@ class _Planner(Planner):
         return PlannerResponse(json.dumps(_plan(digest)))
 
 
-class _Backbone(Backbone):
+class _Backbone(_StandIn, Backbone):
     __init__ = _params_ok
     load = _load
 
@@ -325,7 +341,7 @@ class _Backbone(Backbone):
         )
 
 
-class _Image(ImageExpert):
+class _Image(_StandIn, ImageExpert):
     __init__ = _params_ok
     load = _load
 
@@ -336,7 +352,7 @@ class _Image(ImageExpert):
         return _image(digest)
 
 
-class _TTS(TTSExpert):
+class _TTS(_StandIn, TTSExpert):
     __init__ = _params_ok
     load = _load
 
@@ -423,7 +439,7 @@ def _scores(component: Any, digest: bytes) -> dict[str, float | None]:
 from omnistory_core.components import EvalResult, Judge, Metric  # noqa: E402
 
 
-class _EvaluatorStandIn:
+class _EvaluatorStandIn(_StandIn):
     __init__ = _params_ok
     load = _load
 
