@@ -66,7 +66,7 @@ def write_run_info(
     entries = dict(known.get("systems") or {}) if known.get("task") == task else {}
     for system in systems:
         describe = getattr(system, "to_dict", None)
-        info = describe() if callable(describe) else {"system": str(system.system)}
+        info: Any = describe() if callable(describe) else {"system": str(system.system)}
         entries[str(info["system"])] = info
     _write(run_dir / SYSTEMS_FILE, {"task": task, "systems": dict(sorted(entries.items()))})
     scored = dict(_read(run_dir / EVALUATORS_FILE))
