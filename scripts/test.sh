@@ -28,6 +28,13 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v ffmpeg >/dev/null 2>&1 
   fi
 fi
 
+# Each phase's wall time goes to stderr as it ends (the README's table of the command's phases).
+phase_start=$SECONDS
+phase() {
+  echo "test.sh phase: $1 $((SECONDS - phase_start)) s" >&2
+  phase_start=$SECONDS
+}
+
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv .venv
 # pip >= 24 resolves a local project's extras together with plugins that depend on it; the
@@ -80,7 +87,9 @@ run_pytest() {
 }
 
 # two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
-run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" "$@"
+run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" \
+  --durations=15 "$@"
+phase "main tests"
 
 echo "waiting for the TTS environment (.venvs/tts, log: $tts_log)"
 if ! wait "$tts_pid"; then
@@ -90,9 +99,12 @@ if ! wait "$tts_pid"; then
   exit 1
 fi
 tts_pid=
+phase "waiting for the TTS environment"
 run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m tts_env "$@"
+phase "tests marked tts_env"
 .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
   plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests
+phase "TTS experts' tests"
 # ViStoryBench's checks against torchvision (Inception and CSD preprocessing, the Inception
 # network, RetinaFace's ResNet-50 body and NMS) need a torchvision that matches its torch: this
 # environment has one (torch 2.9.1, torchvision 0.24.1); they fail here instead of skipping
@@ -101,3 +113,5 @@ OMNISTORY_REQUIRE_TORCHVISION=1 PYTHONPATH=plugins/omnistory-vistorybench/src \
   plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_inception.py \
   plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_csd.py \
   plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_retinaface_torchvision.py
+phase "torchvision checks"
+echo "test.sh total: $SECONDS s" >&2

@@ -280,6 +280,7 @@ class BatchCallError(Exception):
         self.category = category
 
 
+#: how a provider's batch API sends one request: with retries (:func:`retrying`) or as is
 Call = Callable[[Callable[[], Any]], Any]
 
 
@@ -746,6 +747,7 @@ __all__ = [
     "BatchOutcome",
     "BatchSettings",
     "BatchState",
+    "Call",
     "ItemResult",
     "OpenAIBatches",
     "batch_parameters",

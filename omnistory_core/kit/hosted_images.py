@@ -51,7 +51,12 @@ from omnistory_core.kit.batches import (
     public_url,
 )
 from omnistory_core.kit.image_batches import BatchDrawer, RequestError
-from omnistory_core.kit.image_prices import IMAGE_PRICE_FIELDS, ImagePrice, parse_image_prices
+from omnistory_core.kit.image_prices import (
+    IMAGE_PRICE_FIELDS,
+    ImagePrice,
+    ImagePricing,
+    parse_image_prices,
+)
 from omnistory_core.kit.image_requests import (
     DrawRequest,
     ImageReply,
@@ -62,7 +67,7 @@ from omnistory_core.kit.image_requests import (
     jpeg_bytes,
     picture_bytes,
 )
-from omnistory_core.kit.planning.usage import Pricing, count_tokens
+from omnistory_core.kit.planning.usage import count_tokens
 from omnistory_core.kit.retry import (
     ErrorInfo,
     RetryPolicy,
@@ -306,6 +311,7 @@ class HostedImageExpert(ImageExpert):
                     outcome.error.category, self.scrub(f"{outcome.error.message} ({tries})")
                 )
             reply = outcome.value
+            assert reply is not None
             if reply.data:
                 try:
                     image = decode_image(reply.data)
@@ -350,12 +356,12 @@ class HostedImageExpert(ImageExpert):
         return usage
 
     # -- the dry run ----------------------------------------------------------------------------
-    def pricing(self) -> Pricing:
+    def pricing(self) -> ImagePricing:
         """The model's price from ``prices`` (else none, with what to set)."""
         price = self._prices.get(self.model)
         if price is not None:
-            return Pricing(price, f"image={self.name}: image.prices")
-        return Pricing(None, f"no price for model {self.model}: set image.prices")
+            return ImagePricing(price, f"image={self.name}: image.prices")
+        return ImagePricing(None, f"no price for model {self.model}: set image.prices")
 
     def estimate(
         self, inputs: dict[str, Any], pricing: Any, output_tokens: int | None

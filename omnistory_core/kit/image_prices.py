@@ -38,6 +38,14 @@ class ImagePrice:
         return round(total, 10)
 
 
+@dataclass(frozen=True)
+class ImagePricing:
+    """A hosted image model's price (None: unknown) and where it comes from (or what to set)."""
+
+    price: ImagePrice | None
+    source: str
+
+
 def parse_image_prices(raw: Any, where: str) -> dict[str, ImagePrice]:
     """A price table ``{model: {per_image, input_per_mtok, output_per_mtok}}``; ``null`` entries
     are left out (unknown price).  ``ValueError`` names the entry and field of a bad value."""
@@ -74,4 +82,4 @@ def parse_image_prices(raw: Any, where: str) -> dict[str, ImagePrice]:
     return table
 
 
-__all__ = ["IMAGE_PRICE_FIELDS", "ImagePrice", "parse_image_prices"]
+__all__ = ["IMAGE_PRICE_FIELDS", "ImagePrice", "ImagePricing", "parse_image_prices"]

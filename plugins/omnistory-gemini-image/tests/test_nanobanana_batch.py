@@ -26,8 +26,8 @@ from omnistory_vistorybench.generate import shot_inputs
 from omnistory_vistorybench.hosted import STORY_READS, story_form
 
 from omnistory_core.api import Failure, ImageOutput
-from omnistory_core.engine.job import MediaHasher
 from omnistory_core.kit.batches import BATCH_DISCOUNT, BatchLedger
+from omnistory_core.kit.jobs import MediaHasher
 
 KEY = "OMNI_NANOBANANA_BATCH_KEY"
 MODEL = "gemini-3-pro-image-preview"

@@ -61,8 +61,15 @@ def evaluation(outputs: Path) -> Any:
     return task_evaluation([], {"outputs": str(outputs), "dataset": {"name": "vistory_fixture"}})
 
 
-def unit(units: list[Any], system: str, example_id: str) -> Any:
-    (found,) = [u for u in units if u.system == system and u.example_id == example_id]
+def unit(units: list[Any], run: str, example_id: str) -> Any:
+    """The unit of the run ``run``: its method, or ``<method>/<timestamp>`` (a scored run is
+    ``<method>/<mode>/<lang>/<timestamp>``)."""
+
+    def named(system: str) -> bool:
+        levels = system.split("/")
+        return run in (levels[0], f"{levels[0]}/{levels[-1]}")
+
+    (found,) = [u for u in units if named(u.system) and u.example_id == example_id]
     return found
 
 

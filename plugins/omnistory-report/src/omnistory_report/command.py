@@ -328,12 +328,19 @@ def _parser() -> argparse.ArgumentParser:
         help="which published methods to rank: those of the official roster (default) or all "
         "(vistorybench)",
     )
+    p.add_argument(
+        "--no-published",
+        action="store_true",
+        help="rank our systems alone, not among the published leaderboard the task ships"
+        " (vistorybench)",
+    )
     return p
 
 
 def job_tasks(run_dir: Path | None) -> list[str]:
     """The task names the job manifests of ``run_dir`` (itself, else its children) name, in
-    order of first appearance; a manifest without a ``task`` is an Omni-StoryBench job."""
+    order of first appearance; a manifest without a ``task`` is an Omni-StoryBench job.  Without
+    any manifest: the task an evaluation of ``run_dir`` recorded (:func:`evaluated_task`)."""
     from omnistory_core.tasks import DEFAULT_TASK
 
     if run_dir is None:
@@ -341,6 +348,9 @@ def job_tasks(run_dir: Path | None) -> list[str]:
     manifests = [run_dir / "manifest.json"]
     if not manifests[0].is_file():
         manifests = sorted(run_dir.glob("*/manifest.json")) if run_dir.is_dir() else []
+    if not manifests:
+        recorded = evaluated_task(run_dir)
+        return [recorded] if recorded else []
     names: dict[str, None] = {}
     for path in manifests:
         try:
@@ -350,6 +360,17 @@ def job_tasks(run_dir: Path | None) -> list[str]:
         name = task.get("name") if isinstance(task, dict) else None
         names[str(name) if name else DEFAULT_TASK] = None
     return list(names)
+
+
+def evaluated_task(run_dir: Path) -> str | None:
+    """The task an evaluation of ``run_dir`` recorded (``systems.json``, written by ``evaluate``:
+    an outputs tree scored there has no job manifest to say it); None when there is none."""
+    try:
+        data = json.loads((run_dir / "systems.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    task = data.get("task") if isinstance(data, dict) else None
+    return str(task) if task else None
 
 
 def report_task(name: str | None, run_dir: Path | None) -> Any:
@@ -376,6 +397,8 @@ def task_report(task: Any, args: argparse.Namespace) -> int:
     from omnistory_core.errors import UserError
 
     options: dict[str, Any] = {"html": not args.no_html, "roster": args.roster}
+    if args.no_published:
+        options["published"] = False
     if args.bench_results_csv:
         options["bench_results_csv"] = list(args.bench_results_csv)
     if args.scores is not None and not args.scores.is_file() and args.run_dir is None:
@@ -427,6 +450,8 @@ def main(argv: list[str]) -> int:
         parser.error("the following arguments are required: --scores")
     if args.bench_results_csv:
         parser.error(f"--bench-results-csv is for tasks with their own report, not {task.name}")
+    if args.no_published:
+        parser.error(f"--no-published is for tasks with their own report, not {task.name}")
     if args.bootstrap < 1:
         print("error: --bootstrap must be at least 1", file=sys.stderr)
         return 2

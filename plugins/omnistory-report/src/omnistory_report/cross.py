@@ -194,7 +194,10 @@ def vsb_published(plugin: str) -> list[dict[str, Any]]:
     out = []
     for method in VSB_PUBLISHED.get(plugin, ()):
         for _, row in table[table["model"] == method].iterrows():
-            entry = {"vsb_published": f"{method}/{row['mode']}", "vsb_split": "lite"}
+            entry: dict[str, Any] = {
+                "vsb_published": f"{method}/{row['mode']}",
+                "vsb_split": "lite",
+            }
             entry.update({f"vsb_{key}": float(row[col]) for key, col in VSB_COLUMNS})
             out.append(entry)
     return out

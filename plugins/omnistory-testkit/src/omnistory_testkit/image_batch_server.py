@@ -142,7 +142,7 @@ class ImageBatchServer(ImageServer):
         base: Any = super().handler_class()
         server = self
 
-        class Handler(base):  # type: ignore[misc, valid-type]
+        class Handler(base):
             def _batch(self, method: str) -> bool:
                 found = batch_route_of(method, self.path)
                 if found is None:

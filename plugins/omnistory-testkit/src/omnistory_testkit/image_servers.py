@@ -137,7 +137,8 @@ def _multipart(
     for part in message.iter_parts():
         name = str(part.get_param("name", header="content-disposition") or "")
         filename = part.get_filename()
-        payload = part.get_payload(decode=True) or b""
+        raw_payload = part.get_payload(decode=True)
+        payload = raw_payload if isinstance(raw_payload, bytes) else b""
         if filename is not None:
             files.append((name, filename, part.get_content_type(), payload))
         else:

@@ -42,7 +42,7 @@ def compose_job(*overrides: str) -> Any:
     with initialize_config_module(config_module="omnistory_core.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
     GlobalHydra.instance().clear()
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
 
 
 def run_task_job(output_dir: str | os.PathLike[str], *overrides: str) -> Any:

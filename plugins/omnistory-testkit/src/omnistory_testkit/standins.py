@@ -19,7 +19,9 @@ load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load);
 inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
 no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
-espeak, noop, ...) are left alone.
+espeak, noop, ...) are left alone.  A stand-in's records declare ``{"stand_in": ...}``
+(:class:`_StandIn`): the same keys as the real component's, never served to it (nor its to the
+stand-in).
 
 ``make_standin_site(directory, evaluators=True)`` replaces every installed metric and judge too,
 so that a sweep of stand-ins is scored end to end without weights: a stand-in evaluator has its
@@ -299,6 +301,20 @@ def _load(self) -> None:
 from omnistory_core.components import Backbone, ImageExpert, Planner, TTSExpert  # noqa: E402
 
 
+class _StandIn:
+    """What every stand-in is beyond its real component's declarations: marked ``stand_in`` and
+    with an identity of its own in the store.  Its call keys equal the real component's (same
+    name, version, parameters, inputs), but every record it writes declares
+    ``{"stand_in": ...}``, and the engine recomputes a record made under another declaration:
+    a stand-in's result is never served to the real component, nor the real one's to it."""
+
+    stand_in = True
+
+    @classmethod
+    def call_declaration(cls) -> dict[str, Any]:
+        return {**super().call_declaration(), "stand_in": DISTRIBUTION}  # type: ignore[misc]
+
+
 def _per_item(one: Any) -> Any:
     """``run_one`` of a stand-in: one output per item, or a group call's list (``unit =
     "group"``: ``{"items": [...]}``), one output per item of the group."""
@@ -320,7 +336,7 @@ def _plan_of(self, item):
     return PlannerResponse(json.dumps(_plan(digest)))
 
 
-class _Planner(Planner):
+class _Planner(_StandIn, Planner):
     __init__ = _params_ok
     load = _load
     run_one = _per_item(_plan_of)
@@ -341,7 +357,7 @@ def _page_of(self, item):
     )
 
 
-class _Backbone(Backbone):
+class _Backbone(_StandIn, Backbone):
     __init__ = _params_ok
     load = _load
     run_one = _per_item(_page_of)
@@ -361,13 +377,13 @@ def _tone_of(self, item):
     return _tone(digest)
 
 
-class _Image(ImageExpert):
+class _Image(_StandIn, ImageExpert):
     __init__ = _params_ok
     load = _load
     run_one = _per_item(_image_of)
 
 
-class _TTS(TTSExpert):
+class _TTS(_StandIn, TTSExpert):
     __init__ = _params_ok
     load = _load
     run_one = _per_item(_tone_of)
@@ -449,7 +465,7 @@ def _scores(component: Any, digest: bytes) -> dict[str, float | None]:
 from omnistory_core.components import EvalResult, Judge, Metric  # noqa: E402
 
 
-class _EvaluatorStandIn:
+class _EvaluatorStandIn(_StandIn):
     __init__ = _params_ok
     load = _load
 

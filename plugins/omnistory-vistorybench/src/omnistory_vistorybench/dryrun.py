@@ -273,7 +273,7 @@ def planned_source(job: Path, options: Mapping[str, Any]) -> Any:
     for, its dataset and store.  A plan that cannot be read is one line naming the file."""
     from omnistory_core.api import Media
     from omnistory_vistorybench import layout
-    from omnistory_vistorybench.evaluation import EvaluationError, _Source
+    from omnistory_vistorybench.evaluation import EvaluationError, _Source, run_label
 
     path = job / PLANNED_JOB
     try:
@@ -308,7 +308,7 @@ def planned_source(job: Path, options: Mapping[str, Any]) -> Any:
         spec["root"] = None  # the installed fixture (held to the recorded fingerprint)
     spec.update(options)
     return _Source(
-        system=str(plan.get("system_id") or job.name),
+        system=run_label(key),
         path=job,
         run=layout.OutputRun(key, "A", outputs / Path(*key), dict(sorted(stories.items()))),
         spec=spec,

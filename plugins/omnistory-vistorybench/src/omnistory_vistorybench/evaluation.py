@@ -41,13 +41,16 @@ official driver's rule of skipping a story without outputs.
 
 Runs come from two places, read the same way (:func:`omnistory_vistorybench.layout.read_outputs`):
 
-* job directories of this task (``manifest.json`` with ``task.name: vistorybench``): one system
-  each, named by its ``system_id``; the dataset is the manifest's (``dataset`` options given on
-  the command line override it, e.g. a moved ``root``);
+* job directories of this task (``manifest.json`` with ``task.name: vistorybench``): one run
+  each; the dataset is the manifest's (``dataset`` options given on the command line override
+  it, e.g. a moved ``root``);
 * an external outputs tree in either official layout (methods that ran elsewhere): every
-  (method, mode, language, timestamp) run is a system named ``<method>``, with ``/<mode>``,
-  ``/<lang>``, ``/<timestamp>`` appended when the tree holds several of that level for the
-  method; the dataset comes from the ``dataset`` options (the run's language is its folder's).
+  (method, mode, language, timestamp) run; the dataset comes from the ``dataset`` options (the
+  run's language is its folder's).
+
+Every run is scored as the system ``<method>/<mode>/<lang>/<timestamp>`` (:func:`run_label`):
+the report averages a method's runs per (method, mode) as the official leaderboard does, from
+the levels :meth:`EvaluatedSystem.to_dict` records in ``systems.json``.
 
 Shot texts are given in English and in the run's language (``{"en": ..., "ch": ...}``): the
 official evaluators score every run against the English text (``faithful``), the alternative
@@ -57,7 +60,7 @@ key it lists that the story does not define (so CIDS can apply its rule for thos
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +109,25 @@ class EvaluatedSystem:
     spec: dict[str, Any]
     fingerprint: str
     store: str | None = None
+    story_ids: tuple[str, ...] = ()
+    source: str = "job"
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the evaluation records of this run (``systems.json``): the report reads the
+        official levels, split and stories of each scored system from it."""
+        return {
+            "system": self.system,
+            "path": str(self.path),
+            "source": self.source,
+            "method": self.run.method,
+            "mode": self.run.mode,
+            "language": self.run.language,
+            "timestamp": self.run.timestamp,
+            "split": str(self.spec.get("split") or "full"),
+            "story_ids": list(self.story_ids),
+            "dataset": self.spec.get("name"),
+            "fingerprint": self.fingerprint,
+        }
 
 
 @dataclass
@@ -207,10 +229,14 @@ def task_evaluation(
     names = [f.system for f in found]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise EvaluationError(f"several runs claim the system ids {dupes}")
+        raise EvaluationError(
+            f"several runs are the same official run {dupes} (method/mode/lang/timestamp):"
+            " evaluate them separately, or move one"
+        )
     media = MediaHasher()
     datasets: dict[str, _Dataset] = {}
     result = TaskEvaluation(systems=[], units={scope: [] for scope in CANDIDATE_INPUTS})
+    siblings = siblings_of(found)
     for source in found:
         data = _dataset(datasets, source)
         result.systems.append(
@@ -221,6 +247,8 @@ def task_evaluation(
                 data.spec,
                 data.fingerprint,
                 source.store,
+                tuple(story.id for story in data.stories),
+                source.kind,
             )
         )
         if source.planned is not None:
@@ -229,7 +257,7 @@ def task_evaluation(
             shots: Any = PlannedMedia(source.planned, media)  # the planned images, by path
         else:
             shots = media
-        pooled = source.siblings or (source.run,)
+        pooled = siblings.get(source.system) or (source.run,)
         for scope, units in run_units(source.system, source.run, data, shots, pooled).items():
             result.units[scope].extend(units)
     return result
@@ -254,9 +282,8 @@ class _Source:
     #: a job a dry-run sweep planned (:func:`omnistory_vistorybench.dryrun.planned_source`): shot
     #: path -> its image as the run will write it (stored, or a stand-in for one still to make)
     planned: dict[str, Any] | None = None
-    #: every run of the same method, mode and language in the same tree (this one included):
-    #: the Inception Score of a split pools their stories, as the official lite/full CSVs do
-    siblings: tuple[layout.OutputRun, ...] = ()
+    #: ``job`` (a job directory) or ``outputs`` (an external outputs tree)
+    kind: str = "job"
 
 
 def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:
@@ -290,10 +317,9 @@ def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:
         spec["root"] = None
     spec.update(options)
     return _Source(
-        system=str(manifest.get("system_id") or job.name),
+        system=run_label(key),
         path=job,
         run=run,
-        siblings=siblings_of(key, runs),
         spec=spec,
         # another copy named on the command line is the user's choice: not checked
         fingerprint=None if options.get("root") else dataset.get("fingerprint"),
@@ -314,51 +340,44 @@ def _tree_runs(outputs: Path, options: Mapping[str, Any], latest: bool) -> list[
         raise EvaluationError(
             f"{outputs}: no run found (expected <method>/<mode>/<lang>/<timestamp>/<story>/...)"
         )
-    names = system_names(list(runs))
     spec = {"name": "vistory", **options}
     return [
-        _Source(
-            names[key],
-            run.path,
-            run,
-            dict(spec),
-            where=str(run.path),
-            siblings=siblings_of(key, runs),
-        )
+        _Source(run_label(key), run.path, run, dict(spec), where=str(run.path), kind="outputs")
         for key, run in runs.items()
     ]
 
 
-def siblings_of(
-    key: layout.RunKey, runs: Mapping[layout.RunKey, layout.OutputRun]
-) -> tuple[layout.OutputRun, ...]:
-    """The runs of ``key``'s method, mode and language (every timestamp), oldest first."""
-    same = [
-        run
-        for k, run in runs.items()
-        if (k.method, k.mode, k.language) == (key.method, key.mode, key.language)
-    ]
-    return tuple(sorted(same, key=lambda run: run.key.timestamp))
+def siblings_of(sources: Sequence[_Source]) -> dict[str, tuple[layout.OutputRun, ...]]:
+    """Per source's system, the runs of its method, mode and language among ``sources`` (every
+    timestamp, whether each is its own job directory or a folder of one outputs tree), oldest
+    first: the Inception Score of a split pools their stories, as the official lite/full CSVs
+    do."""
+    level: dict[tuple[str, str, str], list[layout.OutputRun]] = {}
+    for source in sources:
+        key = source.run.key
+        level.setdefault((key.method, key.mode, key.language), []).append(source.run)
+    return {
+        s.system: tuple(
+            sorted(
+                level[(s.run.key.method, s.run.key.mode, s.run.key.language)],
+                key=lambda run: run.key.timestamp,
+            )
+        )
+        for s in sources
+    }
+
+
+def run_label(key: layout.RunKey) -> str:
+    """A scored run's ``system`` in the scores table: ``<method>/<mode>/<lang>/<timestamp>``,
+    the same whichever runs are scored with it (rows merged over several evaluations stay one
+    run's) and whether it is read from a job directory or an outputs tree."""
+    return "/".join(key)
 
 
 def vistory_fixture_name() -> str:
     from omnistory_vistorybench.generate import FIXTURE_DATASET
 
     return FIXTURE_DATASET
-
-
-def system_names(keys: list[layout.RunKey]) -> dict[layout.RunKey, str]:
-    """``<method>``, with ``/<mode>``, ``/<lang>``, ``/<timestamp>`` for each level at which the
-    method has several runs."""
-    out: dict[layout.RunKey, str] = {}
-    for key in keys:
-        same = [k for k in keys if k.method == key.method]
-        parts = [key.method]
-        for level in ("mode", "language", "timestamp"):
-            if len({getattr(k, level) for k in same}) > 1:
-                parts.append(getattr(key, level))
-        out[key] = "/".join(parts)
-    return out
 
 
 # -- the dataset ----------------------------------------------------------------------------------
@@ -579,9 +598,9 @@ __all__ = [
     "TaskEvaluation",
     "UNINDEXED",
     "Unit",
+    "run_label",
     "run_units",
     "shot_characters",
     "shot_fields",
-    "system_names",
     "task_evaluation",
 ]

@@ -24,10 +24,13 @@
        stats.json      calls, cache hits, failures, loads per component; missing per category
        manifest.json   task, system, components, dataset fingerprint, seed, layout, config
 
-   ``<method>`` is the system id, ``<mode>`` is ``task.mode`` (``base``), ``<lang>`` the dataset
-   language and the timestamp ``task.run_timestamp``, else the one a previous run of this job
-   directory used, else this job's start time.  ``outputs/`` holds this job's images only: a shot
-   that failed this time, or a story no longer in the split, loses its stale image.
+   ``<method>`` is the system id, ``<mode>`` is ``task.mode`` (``base``) or the mode derived
+   from the settings the command line changed, ``<lang>`` the dataset language and the
+   timestamp ``task.run_timestamp``, else the one a previous run of this job directory used,
+   else this job's start time (claimed, so sibling runs never share one): see
+   :mod:`omnistory_vistorybench.runs`, which also names the job directory, one per run.  The
+   run's folder holds this run's images only: a shot that failed this time, or a story no longer
+   in the split, loses its stale image; nothing outside the run's folder is touched.
 
 A failure of the model on one shot is a record; a component that cannot load stops the job.
 With ``engine.dry_run=true`` the job is planned instead (:mod:`omnistory_vistorybench.dryrun`):
@@ -60,7 +63,7 @@ from omnistory_core.kit.jobs import (
     run_stage,
 )
 from omnistory_vistorybench import dataset as vistory
-from omnistory_vistorybench import layout
+from omnistory_vistorybench import layout, runs
 from omnistory_vistorybench.task import INPUTS, VISTORYBENCH
 
 log = logging.getLogger("omnistory")
@@ -68,7 +71,7 @@ log = logging.getLogger("omnistory")
 #: the dataset configs of this task; the fixture's root may be left unset
 DATASETS: tuple[str, ...] = ("vistory", "vistory_fixture")
 FIXTURE_DATASET = "vistory_fixture"
-DEFAULT_MODE = "base"
+DEFAULT_MODE = runs.DEFAULT_MODE
 OUTPUTS_DIR = "outputs"
 #: groups of the primary config a ViStoryBench job has no stage for
 UNUSED_GROUPS: dict[str, str] = {
@@ -123,7 +126,8 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     registry = load_plugins()
     config = plain_config(cfg)
     system = resolve_shot_system(config, registry)
-    mode, fixed_timestamp = run_settings(config)
+    run = runs.identity(config, runs.job_overrides())
+    mode = run_settings(config, run)[0]
     data = load_dataset(config.get("dataset") or {})
     engine = config.get("engine") or {}
     component = build_image_expert(registry, system, config)
@@ -132,6 +136,16 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         from omnistory_vistorybench.dryrun import dry_run
 
         return dry_run(config, system, data, component, planner, output_dir)
+    settings = runs.system_settings(
+        {"planner": planner, "image": component}, int(config.get("seed") or 0)
+    )
+    runs.check_same_run(output_dir, run, settings)
+    # claimed before any call: a fixed timestamp another run holds is refused first
+    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
+    earlier = run.run_timestamp or existing_timestamp(method_root)
+    timestamp = runs.claim_timestamp(
+        output_dir, run, earlier or _format(started), fixed=run.run_timestamp is not None
+    )
     described = component_description(component, registry)
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
     media = MediaHasher()
@@ -152,8 +166,6 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         from omnistory_vistorybench.backbones import shot_images
 
         results = shot_images(results)
-    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
-    timestamp = fixed_timestamp or existing_timestamp(method_root) or _format(started)
     rows, missing_lines, written = write_job_outputs(
         output_dir, system.system_id, mode, timestamp, data, results, store, plans
     )
@@ -169,6 +181,7 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         store=store,
         config=config,
         started=started,
+        run={**run.to_dict(), "timestamp": timestamp, "settings": settings},
     )
     from omnistory_vistorybench.hosted import stage_usage
 
@@ -231,34 +244,32 @@ def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     cls = registry.component("image", str(image["name"]))
     unknown = [name for name in cls.reads if name not in INPUTS]
     if unknown:
+        others = [
+            t.name
+            for t in registry.tasks.values()
+            if t.name != VISTORYBENCH.name and set(unknown) <= set(t.inputs)
+        ]
+        hint = f"; task {others[0]} offers them: use it without task=vistorybench" if others else ""
         raise ConfigError(
             f"image={cls.name} reads {unknown}, which task vistorybench does not provide; its"
-            f" inputs are {', '.join(INPUTS)}"
+            f" inputs are {', '.join(INPUTS)}{hint}"
         )
     system_id = str(config.get("system_id") or cls.name)
     return ShotSystem(system_id=system_id, image=dict(image), planner=planner_spec)
 
 
-def run_settings(config: Mapping[str, Any]) -> tuple[str, str | None]:
-    """``task.mode`` (the ``<mode>`` folder) and ``task.run_timestamp`` (or None), checked."""
-    task = config.get("task")
-    node = task if isinstance(task, Mapping) else {}
-    mode = str(node.get("mode") or DEFAULT_MODE)
-    timestamp = node.get("run_timestamp")
+def run_settings(
+    config: Mapping[str, Any], run: runs.RunIdentity | None = None
+) -> tuple[str, str | None]:
+    """The ``<mode>`` folder (``task.mode``, or the mode derived from the settings the command
+    line changed: :mod:`omnistory_vistorybench.runs`) and ``task.run_timestamp`` (or None),
+    checked."""
+    run = run or runs.identity(config, runs.job_overrides())
     try:  # shot_path refuses a folder name the layout cannot hold
-        layout.shot_path(".", "method", mode, "en", "20000101_000000", "01", 1)
+        layout.shot_path(".", "method", run.mode, "en", "20000101_000000", "01", 1)
     except layout.LayoutError as exc:
         raise ConfigError(f"task.mode: {exc}") from None
-    if timestamp in (None, ""):
-        return mode, None
-    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
-        # YAML and Hydra read 20250101_120000 as the integer 20250101120000 (digit separators)
-        digits = str(timestamp)
-        timestamp = f"{digits[:8]}_{digits[8:]}" if len(digits) == 14 else digits
-    timestamp = str(timestamp)
-    if not layout.WRITTEN_TIMESTAMP.match(timestamp):
-        raise ConfigError(f"task.run_timestamp={timestamp!r} is not YYYYMMDD_HHMMSS")
-    return mode, timestamp
+    return run.mode, run.run_timestamp
 
 
 # -- dataset ------------------------------------------------------------------------------------
@@ -654,13 +665,16 @@ def write_job_outputs(
             row.update(status="failure", **failure.to_dict())
             missing.append(f"{record.id}\timage\t{failure.category}\t{failure.describe()}\n")
         rows.append(row)
-    prune_stale(outputs, written)
+    # this run's own folder only: other runs' folders (other modes, languages, timestamps) stay
+    prune_stale(outputs / method / mode / language / timestamp, written)
     return rows, missing, written
 
 
 def prune_stale(outputs: Path, keep: set[Path]) -> None:
-    """Remove from ``outputs/`` every file this job did not write, then the emptied folders: the
-    tree shows this job's images only, as its records and manifest describe them."""
+    """Remove from the run's folder ``outputs`` (``outputs/<method>/<mode>/<lang>/<ts>``) every
+    file this job did not write, then the emptied folders inside it: the run's folder shows this
+    job's images only, as its records and manifest describe them.  Nothing outside it is
+    touched."""
     if not outputs.is_dir():
         return
     stale = [p for p in outputs.rglob("*") if (p.is_file() or p.is_symlink()) and p not in keep]
@@ -697,8 +711,10 @@ def job_manifest(
     store: Store,
     config: Mapping[str, Any],
     started: float,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of one finished job (redacted when written)."""
+    """The manifest of one finished job (redacted when written); ``run``: where the run lies and
+    the settings it was made with (:mod:`omnistory_vistorybench.runs`)."""
     from omnistory_core.kit.jobs import environment_manifest
 
     missing = sum(1 for r in rows if r["status"] != "ok")
@@ -721,6 +737,7 @@ def job_manifest(
             "fingerprint": data.fingerprint,
         },
         "layout": layout_info,
+        "run": dict(run or {}),
         "seed": int(config.get("seed") or 0),
         "store": str(store.root),
         "n_examples": len(data.records),

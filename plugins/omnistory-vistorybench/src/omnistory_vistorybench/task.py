@@ -127,6 +127,18 @@ def _harness() -> Any:
     return VistoryHarness()
 
 
+def _job_name(cfg: Any) -> str:
+    from omnistory_vistorybench.runs import job_name
+
+    return job_name(cfg)
+
+
+def _export(run_dir: Any, out_dir: Any, options: Any = None) -> Any:
+    from omnistory_vistorybench.export import export_runs
+
+    return export_runs(run_dir, out_dir, options or {})
+
+
 def _report(out_dir: Any, **kwargs: Any) -> Any:
     from omnistory_vistorybench.report import build_report
 
@@ -140,7 +152,7 @@ VISTORYBENCH = Task(
         "ViStoryBench: visualize a story shot by shot, one image per shot, consistent with the"
         " characters' reference images"
     ),
-    datasets=("vistory",),
+    datasets=("vistory", "vistory_fixture"),
     record="omnistory_vistorybench.dataset.ShotRecord",
     inputs=INPUTS,
     reference_inputs=(),
@@ -168,6 +180,8 @@ VISTORYBENCH = Task(
     input_docs=INPUT_DOCS,
     harness=_harness,
     scaffold="omnistory_vistorybench.scaffold",
+    job_name=_job_name,
+    export=_export,
 )
 
 __all__ = ["COLUMNS", "EVALUATORS", "INPUTS", "LAYOUT", "TRACKS", "VISTORYBENCH"]

@@ -77,6 +77,7 @@ from omnistory_vistorybench.metrics.face import (
     OFFICIAL_FACE_MODELS,
     RETINAFACE_FILE,
     SCRFD_FILE,
+    scrfd_weights,
 )
 from omnistory_vistorybench.metrics.single_action import (
     ActionShot,
@@ -512,6 +513,7 @@ class CIDSMetric(Metric):
             (str, None),
             None,
             "groundingdino: HF checkpoint directory or hub id (null: grounding-dino-tiny)",
+            weights=True,
         ),
         Param("box_threshold", float, 0.25, "detector box threshold (the official: 0.25)"),
         Param("text_threshold", float, 0.25, "detector text threshold (the official: 0.25)"),
@@ -525,7 +527,13 @@ class CIDSMetric(Metric):
             choices=REF_MODES,
         ),
         Param("object_encoder", str, "clip", "encoder of non-realistic_human characters"),
-        Param("clip_model", str, OFFICIAL_CLIP, "CLIP checkpoint: hub id or local directory"),
+        Param(
+            "clip_model",
+            str,
+            OFFICIAL_CLIP,
+            "CLIP checkpoint: hub id or local directory",
+            weights=True,
+        ),
         Param("face_encoder", str, "face_mix", "encoder of realistic_human characters"),
         Param(
             "face_models",
@@ -538,9 +546,22 @@ class CIDSMetric(Metric):
             (str, None),
             None,
             f"path of ArcFace's {ARCFACE_FILE} (insightface's antelopev2 pack)",
+            weights=True,
         ),
-        Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
-        Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),
+        Param(
+            "facenet_weights",
+            (str, None),
+            None,
+            f"path of FaceNet's {FACENET_FILE}",
+            weights=True,
+        ),
+        Param(
+            "adaface_weights",
+            (str, None),
+            None,
+            f"path of AdaFace's {ADAFACE_FILE}",
+            weights=True,
+        ),
         Param(
             "face_alignment",
             str,
@@ -554,12 +575,14 @@ class CIDSMetric(Metric):
             (str, None),
             None,
             f"ArcFace's face detector {SCRFD_FILE} (null: beside arcface_weights)",
+            weights=True,
         ),
         Param(
             "retinaface_weights",
             (str, None),
             None,
             f"AdaFace's and FaceNet's face detector, facexlib's {RETINAFACE_FILE}",
+            weights=True,
         ),
         Param(
             "judge_base_url",
@@ -628,6 +651,19 @@ class CIDSMetric(Metric):
         return out
 
     # -- the pre-flight --------------------------------------------------------------------
+    def weights_files(self) -> dict[str, str]:
+        """The declared weights files, and SCRFD's default file beside ``arcface_weights``
+        when the official face path finds faces with it."""
+        from omnistory_core.kit.fingerprints import local_weights
+
+        found = super().weights_files()
+        official = str(self.params.get("face_alignment") or "official") == "official"
+        if official and "scrfd_weights" not in found:
+            path = local_weights(scrfd_weights(self.params))
+            if path is not None:
+                found["scrfd_weights"] = str(path)
+        return found
+
     def preflight_needs(self) -> list[dict[str, str]]:
         """What ``evaluate`` checks before scoring anything, from the parameters alone (which
         characters a story holds is unknown here): the detector's and CLIP's checkpoints; the
@@ -703,8 +739,6 @@ class CIDSMetric(Metric):
     def _detector_needs(self, models: list[str]) -> list[dict[str, str]]:
         """The face detectors of the official alignment: SCRFD for ArcFace, RetinaFace for
         AdaFace and FaceNet (an unset one only warns, like the face weights)."""
-        from omnistory_vistorybench.metrics.face import scrfd_weights
-
         wanted = []
         if "arcface" in models:
             wanted.append(("scrfd_weights", scrfd_weights(self.params), "ArcFace's SCRFD"))
