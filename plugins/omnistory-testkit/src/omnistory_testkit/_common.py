@@ -62,12 +62,14 @@ class ConformanceReport:
 
     ``passed`` lists the checks that ran and held; ``skipped`` maps a check (or sub-check) to why
     it could not run; ``calls`` counts the component's computed calls per run; ``notes`` lists
-    per-example failures of a backbone's modalities that are data, not contract violations.
+    per-example failures of a backbone's modalities that are data, not contract violations;
+    ``task`` names the task it was checked on.
     """
 
     component: str
     version: str
     examples: int
+    task: str = ""
     passed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -75,7 +77,8 @@ class ConformanceReport:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"{self.component} v{self.version}: {self.examples} examples"]
+        on = f" of task {self.task}" if self.task else ""
+        lines = [f"{self.component} v{self.version}: {self.examples} examples{on}"]
         lines += [f"  ok       {name}" for name in self.passed]
         lines += [f"  skipped  {name}: {why}" for name, why in self.skipped.items()]
         lines += [f"  note     {note}" for note in self.notes]
