@@ -520,7 +520,9 @@ def test_first_ref_keeps_the_component_contract(tiny_kontext: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["first_ref", "sequential"])
-def test_the_kontext_wrappers_keep_the_contract_on_their_task(name: str, tiny_kontext: Path) -> None:
+def test_the_kontext_wrappers_keep_the_contract_on_their_task(
+    name: str, tiny_kontext: Path
+) -> None:
     """On ViStoryBench's fixture, through its job path (their declared task): a shot's first
     reference (first_ref) or the previous shot's image (sequential, one call per story)."""
     from omnistory_testkit import check_component
