@@ -166,6 +166,7 @@ def test_a_representative_subset_installs_and_passes_its_generated_tests(
         assert any(line.strip().startswith("pytest ") for line in printed), proc.stdout
         small = "dataset=vistory_fixture" if task != "omnistorybench" else "dataset.limit=2"
         assert any(small in line for line in printed), proc.stdout
+    _bare_distribution(made / "omnistory-bare")
     env_dir = tmp_path / "venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)],
@@ -188,7 +189,7 @@ def test_a_representative_subset_installs_and_passes_its_generated_tests(
     proc = subprocess.run([*pip, *dists], capture_output=True, text=True, env=_env())
     assert proc.returncode == 0, proc.stderr
     # their tests, unchanged, in one pytest process (each distribution's tests/ as printed)
-    tests = [str(Path(d) / "tests") for d in dists]
+    tests = [str(Path(d) / "tests") for d in dists if (Path(d) / "tests").is_dir()]
     proc = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests],
         cwd=tmp_path,
@@ -201,6 +202,62 @@ def test_a_representative_subset_installs_and_passes_its_generated_tests(
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
     for dist in dists:
         assert str(made) not in _installed_at(python, Path(dist).name, tmp_path)
+
+    # a component without parameters and without a yaml runs on both tasks, as CONTRIBUTING says
+    for task_args in (
+        ["dataset.limit=1"],
+        ["task=vistorybench", "dataset=vistory_fixture", "dataset.stories=[02]"],
+    ):
+        out = tmp_path / "bare-out" / task_args[0].split("=")[0]
+        args = ["image=bare", *task_args, f"output_root={out}", "engine.progress=false"]
+        run = subprocess.run(
+            [str(python), "-m", "omnistory_core", *args, "engine.fail_on_missing=true"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        (manifest,) = out.rglob("manifest.json")
+        assert '"bare"' in manifest.read_text(), manifest.read_text()[:2000]
+
+
+def _bare_distribution(root: Path) -> None:
+    """A plugin as small as CONTRIBUTING allows: an image expert declaring no parameters, no
+    yaml, one hook."""
+    package = root / "src" / "omnistory_bare"
+    package.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        "[build-system]\n"
+        'requires = ["setuptools>=69"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+        "[project]\n"
+        'name = "omnistory-bare"\n'
+        'version = "0.1.0"\n'
+        "[project.entry-points.omnistory]\n"
+        'bare = "omnistory_bare"\n'
+        "[tool.setuptools.packages.find]\n"
+        'where = ["src"]\n'
+    )
+    (package / "__init__.py").write_text(
+        "from omnistory_core.api import ImageExpert, hookimpl\n"
+        "\n"
+        "\n"
+        "class Bare(ImageExpert):\n"
+        '    name = "bare"\n'
+        '    version = "1"\n'
+        '    reads = ("image_prompt",)\n'
+        "\n"
+        "    def run_one(self, item):\n"
+        "        from PIL import Image\n"
+        "\n"
+        '        return Image.new("RGB", (8, 8), (len(item["image_prompt"]) % 256, 0, 0))\n'
+        "\n"
+        "\n"
+        "@hookimpl\n"
+        "def register_image_experts(register):\n"
+        "    register(Bare)\n"
+    )
 
 
 def _installed_at(python: Path, dist: str, cwd: Path) -> str:
