@@ -72,7 +72,7 @@ def _primary_keys(path: str) -> list[str]:
         return []
     keys = [str(k) for k in node if k not in ("defaults", "hydra")]
     if not parts:
-        for entry in OmegaConf.to_container(node.get("defaults") or []) or []:  # type: ignore[union-attr]
+        for entry in OmegaConf.to_container(node.get("defaults") or []) or []:
             if isinstance(entry, dict):
                 keys += [str(k) for k in entry if not str(k).startswith("override")]
     return sorted(set(keys))
