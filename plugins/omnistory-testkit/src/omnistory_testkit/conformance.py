@@ -151,7 +151,13 @@ def check_component(
         from omnistory_testkit.task_conformance import check_task_component
 
         report = check_task_component(
-            cls, on, params, examples=examples, vary=vary, expect_failures=expect_failures
+            cls,
+            on,
+            params,
+            examples=examples,
+            vary=vary,
+            expect_failures=expect_failures,
+            identity=_check_identity,
         )
         report.task = on.name
         return report

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +50,18 @@ def check_task_component(
     examples: int = 2,
     vary: Mapping[str, Any] | None = None,
     expect_failures: Mapping[str, str] | None = None,
+    identity: Callable[[type, ConformanceReport], None],
 ) -> ConformanceReport:
     """The component contract on ``task``'s fixture (module docstring); ``examples``: how many
     records of each group of the fixture (a ViStoryBench story) to run.  ``expect_failures``
     maps a fixture example id to a part of the failure message the component itself returns for
     it by design (the official method refuses that record); each must fail so, every other
-    example must succeed."""
-    from omnistory_testkit.conformance import _check_identity
-
+    example must succeed.  ``identity``: the identity check of the component's kind (the
+    caller's, so that this module does not import it back)."""
     params = dict(params)
     vary = dict(vary or {})
     harness = task.harness()
-    report, _ = begin_report(cls, examples, _check_identity, _reads_of(task), load_demo=False)
+    report, _ = begin_report(cls, examples, identity, _reads_of(task), load_demo=False)
     ctx = _Ctx(cls, task, harness, params, examples)
     ctx.expected = dict(expect_failures or {})
     report.examples = len(harness.examples(examples))
