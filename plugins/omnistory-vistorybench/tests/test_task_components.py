@@ -102,3 +102,25 @@ def test_each_metric_keeps_the_contract_on_its_task(name: str, metric_params) ->
     assert report.task == TASK
     assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
     assert any(p.startswith("failures") for p in report.passed), str(report)
+
+
+def test_the_test_kits_engine_helpers_take_the_task(tmp_path: Path) -> None:
+    """Items, call keys and a run through a store, on ViStoryBench's fixture as its job does."""
+    from omnistory_testkit import demo_items, fixture_call_keys, fixture_items, open_store, run_job
+    from omnistory_vistorybench.experts import CopyPasteImage
+
+    items = fixture_items(TASK, kind="image", per_group=2)
+    assert len(items) == 4 and all("shot_prompt" in item for item in items.values())
+    assert demo_items(2, task=TASK, kind="image") == list(items.values())
+    keys = fixture_call_keys(CopyPasteImage, TASK, per_group=2, size=64)
+    assert set(keys) == set(items)
+    assert fixture_call_keys(CopyPasteImage, TASK, per_group=2, size=32) != keys
+
+    store = open_store(tmp_path / "store")
+    components = {"image": (CopyPasteImage, {"size": 64})}
+    first = run_job(task=TASK, components=components, store=store, per_group=2)
+    assert first.keys == keys  # the predicted keys are the run's
+    assert all(r.status == "ok" for r in first.records.values()), first.records
+    assert first.stats.calls == len(set(keys.values()))
+    again = run_job(task=TASK, components=components, store=store, per_group=2)
+    assert again.stats.calls == 0 and again.keys == keys
