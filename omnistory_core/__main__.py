@@ -98,7 +98,12 @@ def _is_command(word: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from omnistory_core.noise import quiet_third_party
+
     argv = take_verbose(sys.argv[1:] if argv is None else argv, anywhere=False)
+    command = argv[0] if argv and _is_command(argv[0]) else None
+    if VERBOSE_FLAG not in argv:  # a run's --verbose comes later: _hydra_main takes it first
+        quiet_third_party(command)
     if argv and _is_command(argv[0]):
         from omnistory_core.plugins import load_plugins
 

@@ -99,6 +99,7 @@ from omnistory_core.tasks import (
     PaperTable,
     Scope,
     Task,
+    TaskInput,
     Track,
 )
 
@@ -150,6 +151,7 @@ __all__ = [
     "PaperTable",
     "Scope",
     "Task",
+    "TaskInput",
     "Track",
     # -- parameters
     "Param",

@@ -4,8 +4,9 @@ Only what ties omnistory to Hydra lives here: the command line as Hydra gets it 
 parameters forced, so the component checks them per job: :func:`prepare_overrides`), the task (one
 system per job, a configuration error as one clear line, recorded per job in a sweep; a parameter
 for a group the job does not build and a config of a plugin that failed to load are such errors),
-the sections of ``--help`` Hydra cannot fill, and the hint that names failed plugins when Hydra
-cannot find a config.  The work itself is elsewhere:
+the sections of ``--help`` Hydra cannot fill, the hint that names failed plugins when Hydra
+cannot find a config, and one line with a did-you-mean for a setting Hydra refuses
+(:mod:`omnistory_core.cli_settings`).  The work itself is elsewhere:
 
 * :mod:`omnistory_core.run.generate`: one system over the dataset -> its job directory;
 * :mod:`omnistory_core.run.manifest`: the job's ``manifest.json``;
@@ -129,6 +130,10 @@ def _with_plugin_hint(func):
     try:
         return func()
     except ConfigCompositionException as exc:
+        refused = _refused_setting(f"{exc}\n{exc.__cause__ or ''}")
+        if refused is not None:  # one line and exit 2, as a component's unknown parameter
+            print(f"omnistory: error: {refused}", file=sys.stderr)
+            raise SystemExit(2) from None
         hint = missing_config_hint(str(exc))
         if hint is None:
             raise
@@ -140,6 +145,13 @@ def _with_plugin_hint(func):
                 exc.__cause__
             )
         raise ConfigCompositionException(message) from exc.__cause__
+
+
+def _refused_setting(message: str) -> str | None:
+    from omnistory_core.cli_settings import unknown_setting_line
+    from omnistory_core.plugins import load_plugins
+
+    return unknown_setting_line(message, sys.argv[1:], load_plugins())
 
 
 def job_param_overrides() -> list[ParamOverride]:

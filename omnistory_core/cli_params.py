@@ -10,7 +10,27 @@ from omnistory_core.params import describe
 
 
 def component_params(registry: Any, kind: str, name: str) -> list[dict[str, Any]] | None:
-    return describe(registry.component(kind, name))
+    """The rows of ``kind=name``'s parameters; for a wrapper (``own_parameters`` and an
+    ``inner_parameter`` naming an inner component of its kind, which takes every other key), its
+    own rows and then its default inner's, each marked ``"via": "inner=NAME"``."""
+    cls = registry.component(kind, name)
+    rows = describe(cls)
+    if rows is not None:
+        return rows
+    return wrapper_params(registry, kind, cls)
+
+
+def wrapper_params(registry: Any, kind: str, cls: type) -> list[dict[str, Any]] | None:
+    own = getattr(cls, "own_parameters", None)
+    inner = getattr(cls, "inner_parameter", None)
+    if own is None or inner is None:
+        return None
+    rows = [p.row() for p in own]
+    default = next((p.default for p in own if p.name == inner), None)
+    if isinstance(default, str) and (kind, default) in registry.components:
+        via = f"{inner}={default}"
+        rows += [{**row, "via": via} for row in describe(registry.component(kind, default)) or []]
+    return rows
 
 
 def plugin_params(registry: Any, registers: dict[str, list[str]]) -> dict[str, Any]:
@@ -58,8 +78,6 @@ def print_params(registry: Any, selections: list[str], as_json: bool = False) ->
         print(json.dumps(data, indent=2, default=str))
         return 0
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     console = Console()
     for key, rows in data.items():
@@ -67,16 +85,34 @@ def print_params(registry: Any, selections: list[str], as_json: bool = False) ->
         if rows is None:
             console.print(f"[bold]{kind}={name}[/bold]: not declared (see its yaml and README)")
             continue
-        table = Table(title=f"{kind}={name}", title_justify="left")
-        for col in ("parameter", "type", "default", "doc"):
-            table.add_column(col, overflow="fold")
-        for row in rows:
-            doc = row["doc"]
-            if row["constraint"]:
-                doc += f" [{row['constraint']}]"
-            if row["runtime"]:
-                doc += " (runtime: not in the cache key)"
-            cells = (row["name"], row["type"], _default(row["default"]), doc)
-            table.add_row(*map(escape, cells))
-        console.print(table)
+        own = [r for r in rows if not r.get("via")]
+        console.print(_table(f"{kind}={name}", own))
+        inner = [r for r in rows if r.get("via")]
+        if inner:
+            via = inner[0]["via"]
+            console.print(
+                _table(
+                    f"{kind}={name}: every other key goes to its inner {kind} expert ({kind}.{via},"
+                    " the default), whose parameters are",
+                    inner,
+                )
+            )
     return 0
+
+
+def _table(title: str, rows: list[dict[str, Any]]) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title), title_justify="left")
+    for col in ("parameter", "type", "default", "doc"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        doc = row["doc"]
+        if row["constraint"]:
+            doc += f" [{row['constraint']}]"
+        if row["runtime"]:
+            doc += " (runtime: not in the cache key)"
+        cells = (row["name"], row["type"], _default(row["default"]), doc)
+        table.add_row(*map(escape, cells))
+    return table

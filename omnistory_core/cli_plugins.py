@@ -78,17 +78,26 @@ def print_groups(registry: Any) -> None:
 
 
 def tasks_main(argv: list[str]) -> int:
-    """``python -m omnistory_core tasks [--json]``: the installed benchmarks."""
+    """``python -m omnistory_core tasks [--json] [--inputs TASK]``: the installed benchmarks, or
+    every input a component of each kind may read on one of them."""
     parser = argparse.ArgumentParser(
         prog="omnistory tasks",
         description="The installed benchmarks (tasks) and what they declare.",
     )
     parser.add_argument("--json", action="store_true", help="each task's full declaration")
+    parser.add_argument(
+        "--inputs",
+        metavar="TASK",
+        help="every input a component of each kind may read on TASK: type, who reads it, the"
+        " official field it comes from, what it holds",
+    )
     args = parser.parse_args(argv)
 
     from omnistory_core.plugins import load_plugins
 
     registry = load_plugins()
+    if args.inputs is not None:
+        return print_inputs(registry, args.inputs, as_json=args.json)
     described = [task.describe() for _, task in sorted(registry.tasks.items())]
     if args.json:
         print(json.dumps(described, indent=2))
@@ -103,10 +112,35 @@ def tasks_main(argv: list[str]) -> int:
         table.add_row(
             row["name"],
             row["version"],
-            ", ".join(row["datasets"]),
+            ", ".join(f"{d} (fixture)" if d == row["fixture"] else d for d in row["datasets"]),
             ", ".join(f"{k}:{v}" for k, v in row["outputs"].items()),
             ", ".join(row["tracks"]),
             row["description"],
         )
     Console(width=160).print(table)
+    return 0
+
+
+def print_inputs(registry: Any, name: str, *, as_json: bool = False) -> int:
+    """``tasks --inputs NAME``: the task's input table (as CONTRIBUTING.md shows it), or its
+    declaration as JSON."""
+    import dataclasses
+    import sys
+
+    from omnistory_core.errors import PluginError
+    from omnistory_core.task_inputs import inputs_table
+
+    try:
+        task = registry.task(name)
+    except PluginError as exc:
+        print(f"omnistory: error: {exc}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps([dataclasses.asdict(d) for d in task.input_docs], indent=2))
+        return 0
+    if not task.input_docs:
+        print(f"task {task.name} documents no inputs; the names it accepts: {task.inputs}")
+        return 0
+    print(f"What a component may read on task {task.name} (its `reads`):\n")
+    print(inputs_table(task))
     return 0

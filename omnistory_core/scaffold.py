@@ -1,186 +1,55 @@
-"""``python -m omnistory_core plugin new NAME --kind KIND [--produces M,M] [--dir D]``: a new
-plugin distribution.
+"""``python -m omnistory_core plugin new NAME --kind KIND [--task TASK] [--unit item|group]
+[--produces M,M] [--dir D]``: a new plugin distribution.
 
 It writes ``D/omnistory-NAME/``, a complete distribution that installs and passes its own tests as
 generated: ``pyproject.toml`` with the ``omnistory`` entry point and a ``test`` extra, the
 component (offline and deterministic, with comments marking where the model call goes), one preset
-(a system for a generation component, a scored demo sweep for a metric or judge), a README, a
+(a system for a generation component, a scored sweep for a metric or judge), a README, a
 ``.gitignore`` and tests (the plugin kit's ``check_component`` for a generation component; the
-``evaluate`` path for a metric or judge). A backbone's ``--produces`` picks its shape:
-``text,image,speech`` (any-to-any, the default), ``text,image`` (T+I: its preset adds
-``tts=espeak``) or ``text,speech`` (T+S: its preset adds ``image=copy``).
+``evaluate`` path for a metric or judge).  ``--task`` picks the benchmark the component is
+written for (Omni-StoryBench by default): it reads that task's inputs, its preset is of that task
+and its tests run on that task's bundled fixture.  ``--unit group`` writes a story-level
+component (one call per story or book, each item conditioned on the previous one's output).  A
+backbone's ``--produces`` picks its shape: ``text,image,speech`` (any-to-any, the default),
+``text,image`` (T+I: its preset adds ``tts=espeak``) or ``text,speech`` (T+S: its preset adds
+``image=copy``).
 
-The templates are the ``*.tmpl`` files of ``omnistory_core/scaffold_templates`` (package data),
-filled with :class:`string.Template` (``${name}``), since Python and YAML use braces themselves.
+The templates are the ``*.tmpl`` files of ``omnistory_core/scaffold_templates`` (package data;
+Omni-StoryBench's, and the files every distribution gets) and those of the package a task names
+(``Task.scaffold``, :mod:`omnistory_core.kit.scaffolding`), filled with :class:`string.Template`
+(``${name}``), since Python and YAML use braces themselves.
 """
 
 from __future__ import annotations
 
 import argparse
-import keyword
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import Any
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-# long enough for any sensible name, short enough that every generated line stays within 100
-# columns (tests/test_scaffold.py lints the output at this length)
-_MAX_NAME = 24
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """What differs between the kinds of component a plugin can add."""
-
-    hook: str  # the register_* hook of omnistory_core.hookspecs
-    module: str  # the component's module inside the package
-    suffix: str  # the class name is the CamelCase NAME + suffix
-    preset_group: str  # config group of the preset the plugin ships
-    preset: str  # preset name; {name} is the component name
-    label: str  # for the README and the description
-
-
-KINDS: dict[str, KindSpec] = {
-    "planner": KindSpec(
-        "register_planners", "planner", "Planner", "system", "{name}_copy_espeak", "planner"
-    ),
-    "image": KindSpec(
-        "register_image_experts",
-        "image_expert",
-        "ImageExpert",
-        "system",
-        "template_{name}_espeak",
-        "image expert",
-    ),
-    "tts": KindSpec(
-        "register_tts_experts", "tts", "TTS", "system", "template_copy_{name}", "TTS expert"
-    ),
-    # a backbone's preset and label depend on its shape: BackboneShape below
-    "backbone": KindSpec(
-        "register_backbones", "backbone", "Backbone", "system", "{name}", "backbone"
-    ),
-    "metric": KindSpec("register_metrics", "metric", "Metric", "suite", "{name}_demo", "metric"),
-    "judge": KindSpec("register_judges", "judge", "Judge", "suite", "{name}_demo", "judge"),
-}
-
-#: the order a shape's modalities are named in (``--produces image,text`` is ``text,image``)
-_MODALITIES = ("text", "image", "speech")
-
-
-@dataclass(frozen=True)
-class BackboneShape:
-    """What differs between backbones by the modalities they make themselves (CONTRIBUTING.md,
-    "Adding a backbone"): the templates, the preset and the expert it adds for the rest."""
-
-    produces: str  # the --produces value, modalities in _MODALITIES order
-    templates: str  # folder of omnistory_core/scaffold_templates
-    preset: str  # preset name; {name} is the component name
-    expert: str  # the override its systems add for what it does not make ("" for any-to-any)
-    label: str  # for the description and the README
-    about: str  # the README's sentence on who makes what
-
-
-SHAPES: dict[str, BackboneShape] = {
-    shape.produces: shape
-    for shape in (
-        BackboneShape(
-            "text,image,speech",
-            "backbone",
-            "{name}",
-            "",
-            "any-to-any backbone",
-            "It makes the next page's narration, illustration and speech itself, in one call per"
-            " example.",
-        ),
-        BackboneShape(
-            "text,image",
-            "backbone_text_image",
-            "{name}_espeak",
-            "tts=espeak",
-            "T+I backbone",
-            "It makes the next page's narration and illustration itself (semi-orchestration, T+I);"
-            ' a TTS expert (`tts=espeak` in its preset) speaks the `plan["speech"]` it returns.',
-        ),
-        BackboneShape(
-            "text,speech",
-            "backbone_text_speech",
-            "{name}_copy",
-            "image=copy",
-            "T+S backbone",
-            "It makes the next page's narration and speech itself (semi-orchestration, T+S); an"
-            " image expert (`image=copy` in its preset; `image=dev` draws the prompt) renders the"
-            ' `plan["image_prompt"]` it returns.',
-        ),
-    )
-}
-DEFAULT_SHAPE = "text,image,speech"
-
-#: how the README tells a user to run the component once installed
-_RUN_LINES = {
-    "planner": "python -m omnistory_core planner=${name} dataset.limit=2",
-    "image": "python -m omnistory_core image=${name} dataset.limit=2",
-    "tts": "python -m omnistory_core tts=${name} dataset.limit=2",
-    "backbone": "python -m omnistory_core backbone=${name} ${expert}dataset.limit=2",
-    "metric": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics ${name}",
-    "judge": "python -m omnistory_core evaluate outputs/sweeps/demo --metrics '' --judges ${name}",
-}
-
-
-class ScaffoldError(Exception):
-    """A name or a target directory the scaffold refuses (one line for the user)."""
-
-
-def class_name(name: str, kind: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_") if part) + KINDS[kind].suffix
-
-
-def check_name(name: str, kind: str) -> None:
-    if not _NAME.match(name) or len(name) > _MAX_NAME or name.endswith("_") or "__" in name:
-        raise ScaffoldError(
-            f"plugin name {name!r}: use lowercase letters, digits and single underscores, starting"
-            f" with a letter, at most {_MAX_NAME} characters (e.g. my_model); users type it as"
-            f" {kind}=my_model and it becomes the package omnistory_my_model"
-        )
-    if keyword.iskeyword(name):
-        raise ScaffoldError(f"plugin name {name!r} is a Python keyword; choose another")
-
-
-def backbone_shape(kind: str, produces: str | None) -> BackboneShape | None:
-    """The shape ``--produces`` asks for (any-to-any when not given); None for other kinds."""
-    if kind != "backbone":
-        if produces is not None:
-            raise ScaffoldError(
-                f"--produces is for --kind backbone only (a {kind}'s output is fixed by its kind)"
-            )
-        return None
-    if produces is None:
-        return SHAPES[DEFAULT_SHAPE]
-    given = {m.strip().lower() for m in produces.split(",") if m.strip()}
-    unknown = sorted(given - set(_MODALITIES))
-    if unknown:
-        raise ScaffoldError(
-            f"--produces {produces!r}: unknown modality {', '.join(unknown)}; use text, image,"
-            " speech"
-        )
-    shapes = " | ".join(SHAPES)
-    if "text" not in given:
-        # nothing but the backbone writes the narration, so every shape includes text
-        raise ScaffoldError(
-            f"--produces {produces!r} lacks text: nothing but the backbone writes the narration;"
-            f" one of {shapes}"
-        )
-    shape = SHAPES.get(",".join(m for m in _MODALITIES if m in given))
-    if shape is None:
-        raise ScaffoldError(
-            f"--produces {produces!r}: a model making text alone is a planner (--kind planner);"
-            f" a backbone is one of {shapes}"
-        )
-    return shape
+from omnistory_core.kit.scaffolding import KindTemplate, template_key
+from omnistory_core.scaffold_kinds import (  # noqa: F401 - the scaffold's public names
+    _MODALITIES,
+    DEFAULT_SHAPE,
+    GROUP_FOLDERS,
+    KINDS,
+    SHAPES,
+    UNITS,
+    BackboneShape,
+    KindSpec,
+    ScaffoldError,
+    backbone_shape,
+    check_name,
+    class_name,
+    core_template,
+    preset_name,
+    run_line,
+)
 
 
 def check_free(name: str, kind: str) -> None:
@@ -203,80 +72,165 @@ def check_free(name: str, kind: str) -> None:
         )
 
 
-def _template(relative: str) -> str:
-    return (
-        resources.files("omnistory_core.scaffold_templates")
-        .joinpath(relative)
-        .read_text(encoding="utf-8")
-    )
+#: the core's templates: Omni-StoryBench's kinds, and the files every distribution gets
+CORE_TEMPLATES = "omnistory_core.scaffold_templates"
 
 
-def preset_name(name: str, kind: str, shape: BackboneShape | None = None) -> str:
-    return (shape.preset if shape else KINDS[kind].preset).format(name=name)
+@dataclass(frozen=True)
+class Choice:
+    """What ``plugin new`` writes: the task, its template of the kind, and where the templates
+    live."""
+
+    task: Any  # omnistory_core.tasks.Task
+    template: KindTemplate
+    package: str  # the templates' package (its kind folders)
 
 
-def run_line(name: str, kind: str, shape: BackboneShape | None = None) -> str:
-    """The command that runs the component itself (a backbone with the expert its shape needs)."""
-    expert = f"{shape.expert} " if shape and shape.expert else ""
-    return Template(_RUN_LINES[kind]).substitute(name=name, expert=expert)
+def choose(kind: str, task: str | None, unit: str | None, produces: str | None) -> Choice:
+    """The template ``--kind``/``--task``/``--unit``/``--produces`` ask for, or the one-line
+    :class:`ScaffoldError` saying what the task offers."""
+    import importlib
+
+    from omnistory_core.errors import PluginError
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    unit = unit or "item"
+    if unit not in UNITS:
+        raise ScaffoldError(f"--unit {unit!r}: one of {', '.join(UNITS)}")
+    try:
+        chosen = load_plugins().task(task or DEFAULT_TASK)
+    except PluginError as exc:
+        raise ScaffoldError(str(exc)) from None
+    if not chosen.scaffold:
+        if chosen.name != DEFAULT_TASK:
+            raise ScaffoldError(f"task {chosen.name} ships no plugin templates (Task.scaffold)")
+        return Choice(
+            chosen, core_template(kind, unit, produces), "omnistory_core.scaffold_templates"
+        )
+    try:
+        table: dict[str, KindTemplate] = importlib.import_module(chosen.scaffold).TEMPLATES
+    except (ImportError, AttributeError) as exc:
+        raise ScaffoldError(
+            f"task {chosen.name}: its templates ({chosen.scaffold}.TEMPLATES) cannot be read:"
+            f" {type(exc).__name__}: {exc}"
+        ) from None
+    if kind != "backbone" and produces is not None:
+        raise ScaffoldError(
+            f"--produces is for --kind backbone only (a {kind}'s output is fixed by its kind)"
+        )
+    shapes = [t.produces for t in table.values() if t.kind == kind and t.produces]
+    if kind == "backbone" and shapes:
+        produces = _normalized(produces) if produces else shapes[-1]
+    key = template_key(kind, unit, produces or "")
+    if key not in table:
+        offered = ", ".join(_offer(t) for t in table.values())
+        raise ScaffoldError(
+            f"task {chosen.name} has no template for {_offer_of(kind, unit, produces)};"
+            f" it offers: {offered}"
+        )
+    return Choice(chosen, table[key], chosen.scaffold)
 
 
-def _values(name: str, kind: str, shape: BackboneShape | None) -> dict[str, str]:
+def _normalized(produces: str) -> str:
+    given = {m.strip().lower() for m in produces.split(",") if m.strip()}
+    return ",".join(m for m in _MODALITIES if m in given) or produces
+
+
+def _offer_of(kind: str, unit: str, produces: str | None) -> str:
+    text = f"--kind {kind}"
+    text += f" --unit {unit}" if unit != "item" else ""
+    return text + (f" --produces {produces}" if produces else "")
+
+
+def _offer(template: KindTemplate) -> str:
+    return _offer_of(template.kind, template.unit, template.produces or None)
+
+
+def _values(name: str, choice: Choice) -> dict[str, str]:
     """The templates' placeholders."""
-    spec = KINDS[kind]
-    preset = preset_name(name, kind, shape)
-    label = shape.label if shape else spec.label
-    intro = f"An omnistory {label}, `{kind}={name}`, packaged as a plugin for omnistory_core."
+    from omnistory_core.scaffold_install import dependencies, task_distribution
+
+    template, task = choice.template, choice.task
+    spec = KINDS[template.kind]
+    preset = template.preset.format(name=name)
+    intro = f"An omnistory {template.label}, `{template.kind}={name}`"
+    intro += f", for task {task.name}" if task.name != "omnistorybench" else ""
+    intro += ", packaged as a plugin for omnistory_core."
+    produces = ", ".join(f'"{m}"' for m in template.produces.split(",") if m)
     return {
         "name": name,
-        "kind": kind,
-        "label": label,
-        "intro": f"{intro} {shape.about}" if shape else intro,
+        "kind": template.kind,
+        "label": template.label,
+        "intro": f"{intro} {template.about}" if template.about else intro,
         "dist": "omnistory-" + name.replace("_", "-"),
         "package": f"omnistory_{name}",
         "module": spec.module,
-        "cls": class_name(name, kind),
+        "cls": class_name(name, template.kind),
         "hook": spec.hook,
         "preset": preset,
-        "preset_group": spec.preset_group,
+        "preset_group": template.preset_group,
         "core_version": _version("omnistory-core"),
         "testkit_version": _version("omnistory-testkit"),
-        "run_line": run_line(name, kind, shape),
-        "preset_line": preset_line(kind, preset),
+        "dependencies": ", ".join(f'"{d}"' for d in dependencies(task_distribution(task))),
+        "run_line": Template(template.run_line).substitute(name=name, fixture=task.fixture),
+        "preset_line": preset_line(template.preset_group, preset, task),
+        "task": task.name,
+        "fixture": task.fixture,
+        "produces": "{" + produces + "}" if produces else "set()",
+        "inputs_line": inputs_line(task),
     }
 
 
-def plan_files(name: str, kind: str, shape: BackboneShape | None = None) -> dict[str, str]:
-    """The distribution's files, path relative to its root -> text."""
-    if kind == "backbone" and shape is None:
-        shape = SHAPES[DEFAULT_SHAPE]
-    values = _values(name, kind, shape)
-    folder = shape.templates if shape else kind
+def inputs_line(task: Any) -> str:
+    """The README's pointer to what each input holds."""
+    if task.name == "omnistorybench":
+        return (
+            'What `item["conditions"]` and `item["metadata"]` hold, key by key: "What a'
+            " component reads\" in omnistory_core's CONTRIBUTING.md."
+        )
+    return (
+        f"What each input holds, key by key, and the official field it comes from:"
+        f" `python -m omnistory_core tasks --inputs {task.name}`."
+    )
 
-    def fill(relative: str) -> str:
+
+def plan_files(name: str, choice: Choice) -> dict[str, str]:
+    """The distribution's files, path relative to its root -> text."""
+    values = _values(name, choice)
+    folder = choice.template.folder
+
+    def fill(relative: str, package: str = CORE_TEMPLATES) -> str:
         # strict: a placeholder left in a template is a bug here, never something to ship
-        return Template(_template(relative)).substitute(values)
+        text = resources.files(package).joinpath(relative).read_text(encoding="utf-8")
+        return Template(text).substitute(values)
 
     src = f"src/{values['package']}"
     group, preset = values["preset_group"], values["preset"]
+    own = choice.package
     return {
         "pyproject.toml": fill("common/pyproject.toml.tmpl"),
         "README.md": fill("common/README.md.tmpl"),
         ".gitignore": fill("common/gitignore.tmpl"),
         f"{src}/__init__.py": fill("common/__init__.py.tmpl"),
         f"{src}/plugin.py": fill("common/plugin.py.tmpl"),
-        f"{src}/{values['module']}.py": fill(f"{folder}/component.py.tmpl"),
+        f"{src}/{values['module']}.py": fill(f"{folder}/component.py.tmpl", own),
         f"{src}/conf/__init__.py": "",
-        f"{src}/conf/{group}/{preset}.yaml": fill(f"{folder}/preset.yaml.tmpl"),
-        f"tests/test_{name}.py": fill(f"{folder}/test.py.tmpl"),
+        f"{src}/conf/{group}/{preset}.yaml": fill(f"{folder}/preset.yaml.tmpl", own),
+        f"tests/test_{name}.py": fill(f"{folder}/test.py.tmpl", own),
     }
 
 
-def preset_line(kind: str, preset: str) -> str:
-    """The command that runs the shipped preset (a suite is a sweep: ``-m``)."""
-    group = KINDS[kind].preset_group
+def preset_line(group: str, preset: str, task: Any = None) -> str:
+    """The command that runs the shipped preset (a suite is a sweep: ``-m``) on a small dataset:
+    the demo's first examples, or the task's fixture."""
     flag = "-m " if group == "suite" else ""
-    return f"python -m omnistory_core {flag}{group}={preset} dataset.limit=2"
+    small = (
+        f"dataset={task.fixture}"
+        if task is not None and task.name != "omnistorybench"
+        else "dataset.limit=2"
+    )
+    return f"python -m omnistory_core {flag}{group}={preset} {small}"
 
 
 def _version(dist: str) -> str:
@@ -288,17 +242,25 @@ def _version(dist: str) -> str:
         return "0.1.0"
 
 
-def new_plugin(name: str, kind: str, directory: Path, produces: str | None = None) -> Path:
+def new_plugin(
+    name: str,
+    kind: str,
+    directory: Path,
+    produces: str | None = None,
+    *,
+    task: str | None = None,
+    unit: str | None = None,
+) -> Path:
     """Write the distribution under ``directory`` and return its root."""
     if kind not in KINDS:
         raise ScaffoldError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    shape = backbone_shape(kind, produces)
+    choice = choose(kind, task, unit, produces)
     check_name(name, kind)
     root = directory / ("omnistory-" + name.replace("_", "-"))
     if root.exists():
         raise ScaffoldError(f"{root} already exists; not overwriting it (choose another --dir)")
     check_free(name, kind)
-    files = plan_files(name, kind, shape)
+    files = plan_files(name, choice)
     directory.mkdir(parents=True, exist_ok=True)
     # written aside and renamed at the end: a failure half-way leaves no half-made plugin behind
     staging = directory / f".{root.name}.partial-{os.getpid()}"
@@ -334,22 +296,44 @@ def _parser() -> argparse.ArgumentParser:
         help=f"backbone only: what it makes itself, one of {' | '.join(SHAPES)} (default"
         f" {DEFAULT_SHAPE})",
     )
+    new.add_argument(
+        "--task",
+        metavar="TASK",
+        help="the benchmark it is written for: it reads that task's inputs, ships a preset of it"
+        " and is tested on its fixture (default omnistorybench; python -m omnistory_core tasks)",
+    )
+    new.add_argument(
+        "--unit",
+        metavar="item|group",
+        help="item: one call per example (default); group: one call per story or book, each"
+        " item conditioned on the previous one's output",
+    )
     new.add_argument("--dir", type=Path, default=Path("."), help="where to create it (default .)")
     return parser
 
 
 def main(argv: list[str]) -> int:
+    from omnistory_core.scaffold_install import install_lines
+
     args = _parser().parse_args(argv)
     try:
-        root = new_plugin(args.name, args.kind, args.dir, args.produces)
-        shape = backbone_shape(args.kind, args.produces)
+        choice = choose(args.kind, args.task, args.unit, args.produces)
+        root = new_plugin(
+            args.name, args.kind, args.dir, args.produces, task=args.task, unit=args.unit
+        )
     except (ScaffoldError, OSError) as exc:
         print(f"omnistory: error: {exc}", file=sys.stderr)
         return 2
-    what = f"{args.kind}={args.name}" + (f", produces {shape.produces}" if shape else "")
+    template, task = choice.template, choice.task
+    what = f"{args.kind}={args.name}"
+    what += f", task {task.name}" if args.task else ""
+    what += f", unit {template.unit}" if template.unit != "item" else ""
+    what += f", produces {template.produces}" if template.produces else ""
+    values = _values(args.name, choice)
     print(f"wrote {root}/ ({what}); next:")
-    print(f"  pip install -e '{root}[test]'")
+    for line in install_lines(root, task):
+        print(f"  {line}")
     print(f"  pytest {root}/tests")
-    print(f"  {preset_line(args.kind, preset_name(args.name, args.kind, shape))}")
-    print(f"  {run_line(args.name, args.kind, shape)}")
+    print(f"  {values['preset_line']}")
+    print(f"  {values['run_line']}")
     return 0

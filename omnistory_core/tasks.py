@@ -14,6 +14,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from omnistory_core.task_inputs import TaskInput, readable
+
 #: where an evaluator's score applies: one item (an Omni-StoryBench transition, a ViStoryBench
 #: shot), one group of items (a story) or the whole run (Inception Score)
 Scope = Literal["item", "group", "run"]
@@ -143,6 +145,19 @@ class Task:
     #: ``report(out_dir, scores=..., run_dir=..., options=...) -> out_dir``; None: the report
     #: distribution's Omni-StoryBench report.
     report: Callable[..., Any] | None = None
+    #: the dataset config of the bundled offline fixture: what ``check_component(...,
+    #: task=NAME)``, ``plugin new --task NAME``'s tests and ``tasks`` name
+    fixture: str = ""
+    #: every input a component of each kind may read, documented (type, meaning, official
+    #: source): :mod:`omnistory_core.task_inputs`, ``tasks --inputs NAME``
+    input_docs: tuple[TaskInput, ...] = ()
+    #: how the test kit runs a component of this task on its fixture: ``harness()`` returns an
+    #: :class:`omnistory_core.kit.harness.TaskHarness`; None: the core's engine (the
+    #: story-continuation contract)
+    harness: Callable[[], Any] | None = None
+    #: the package holding ``plugin new --task NAME``'s templates (its ``TEMPLATES`` table, see
+    #: :mod:`omnistory_core.kit.scaffolding`); ``""``: the core's own
+    scaffold: str = ""
     #: the name of a job's directory (``hydra.run.dir``'s and ``hydra.sweep.subdir``'s last
     #: level): ``job_name(cfg) -> str`` from the composed config (its ``hydra.overrides.task``
     #: included).  Two jobs that would overwrite each other's outputs must get two names; None:
@@ -164,13 +179,27 @@ class Task:
                 return t.criteria
         raise KeyError(f"task {self.name!r} has no track {track!r}; tracks: {self.track_names}")
 
+    def readable(self, kind: str, *, oracle: bool = False, scope: str | None = None) -> tuple:
+        """The input names a ``kind`` component may ``reads`` on this task (from
+        ``input_docs``; before a task documents them: ``inputs``, plus ``reference_inputs``
+        with ``oracle``)."""
+        if self.input_docs:
+            return readable(self.input_docs, kind, oracle=oracle, scope=scope)
+        return (*self.inputs, *(self.reference_inputs if oracle else ()))
+
+    @property
+    def dataset_names(self) -> tuple[str, ...]:
+        """Its datasets, the fixture included."""
+        return tuple(dict.fromkeys((*self.datasets, *((self.fixture,) if self.fixture else ()))))
+
     def describe(self) -> dict[str, Any]:
         """What ``python -m omnistory_core tasks --json`` prints for this task."""
         return {
             "name": self.name,
             "version": self.version,
             "description": self.description,
-            "datasets": list(self.datasets),
+            "datasets": list(self.dataset_names),
+            "fixture": self.fixture or None,
             "record": self.record,
             "inputs": list(self.inputs),
             "reference_inputs": list(self.reference_inputs),
@@ -207,7 +236,7 @@ def dataset_task(name: str) -> str | None:
     from omnistory_core.plugins import load_plugins
 
     for task in load_plugins().tasks.values():
-        if name in task.datasets:
+        if name in task.dataset_names:
             return str(task.name)
     return None
 
@@ -235,6 +264,7 @@ __all__ = [
     "Scope",
     "Task",
     "TaskEvaluation",
+    "TaskInput",
     "Track",
     "dataset_task",
     "job_name_of",

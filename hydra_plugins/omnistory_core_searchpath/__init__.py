@@ -6,9 +6,10 @@ environment, so this stays tiny and only acts for omnistory_core's own app.
 
 Each plugin folder is searched through ``omnistory://<folder>``, which reads the folder as Hydra
 would and lays a component's yaml (``tts/parler.yaml``) over the defaults its class declares; a
-last ``omnistory://`` entry answers for declared components that ship no yaml at all.  So a yaml
-holds only what differs from the declaration, and ``tts.temperature=0.7`` works for every declared
-parameter without ``++``.
+last ``omnistory://`` entry answers for components that ship no yaml at all (a declared one with
+its declared defaults, an undeclared one with its ``name`` alone).  So a yaml holds only what
+differs from the declaration, ``tts.temperature=0.7`` works for every declared parameter without
+``++``, and ``image=NAME`` works for every registered component.
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ def _declared(group: str, name: Any) -> type | None:
     return cls if cls is not None and getattr(cls, "parameters", None) is not None else None
 
 
+def _registered(group: str, name: Any) -> type | None:
+    """Any registered component of a component group: the yaml-less node of one that declares no
+    parameters is its ``name`` alone (its keys reach it unchecked, as documented)."""
+    if group not in _GROUPS or not isinstance(name, str):
+        return None
+    from omnistory_core.plugins import load_plugins
+
+    return load_plugins().components.get((group, name))
+
+
+def _node(cls: type) -> dict[str, Any]:
+    from omnistory_core.params import config_node
+
+    return config_node(cls) or {"name": cls.name}
+
+
 def _split(config_path: str) -> tuple[str, str]:
     path = config_path[: -len(".yaml")] if config_path.endswith(".yaml") else config_path
     group, _, name = path.strip("/").partition("/")
@@ -57,7 +74,7 @@ def _split(config_path: str) -> tuple[str, str]:
 
 class OmnistoryComponentSource(ConfigSource):
     """``omnistory://<inner>``: the inner config folder with component yaml laid over the declared
-    defaults; ``omnistory://``: the declared nodes of components without a yaml."""
+    defaults; ``omnistory://``: the nodes of registered components without a yaml."""
 
     def __init__(self, provider: str, path: str) -> None:
         super().__init__(provider=provider, path=path)
@@ -79,11 +96,11 @@ class OmnistoryComponentSource(ConfigSource):
 
         group, name = _split(config_path)
         if self._inner is None:
-            cls = _declared(group, name)
-            if cls is None:
+            registered = _registered(group, name)
+            if registered is None:
                 raise ConfigLoadError(f"Config not found : {config_path}")
             return ConfigResult(
-                config=OmegaConf.create(config_node(cls)),
+                config=OmegaConf.create(_node(registered)),
                 path=self.full_path(),
                 provider=self.provider,
                 header={"package": None},
@@ -108,7 +125,7 @@ class OmnistoryComponentSource(ConfigSource):
     def is_config(self, config_path: str) -> bool:
         if self._inner is not None:
             return self._inner.is_config(config_path)
-        return _declared(*_split(config_path)) is not None
+        return _registered(*_split(config_path)) is not None
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         if self._inner is not None:
@@ -120,10 +137,10 @@ class OmnistoryComponentSource(ConfigSource):
             return []
         from omnistory_core.plugins import load_plugins
 
-        return sorted(n for k, n in load_plugins().components if k == path and _declared(k, n))
+        return sorted(n for k, n in load_plugins().components if k == path)
 
     @staticmethod
     def _groups() -> set[str]:
         from omnistory_core.plugins import load_plugins
 
-        return {k for k, n in load_plugins().components if _declared(k, n)}
+        return {k for k, _ in load_plugins().components if k in _GROUPS}

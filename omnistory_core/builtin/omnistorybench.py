@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from omnistory_core.builtin.omnistorybench_inputs import INPUTS as INPUT_DOCS
 from omnistory_core.components import EXAMPLE_INPUTS, PLAN_INPUTS, REFERENCE_INPUTS
 from omnistory_core.tasks import Aggregation, Column, OutputSlot, PaperTable, Task, Track
 
@@ -67,6 +68,8 @@ OMNISTORYBENCH = Task(
         "(image, narration, speech)"
     ),
     datasets=("demo", "omnistorybench"),
+    fixture="demo",
+    input_docs=INPUT_DOCS,
     record="omnistory_core.contract.StoryExample",
     inputs=(*EXAMPLE_INPUTS, *PLAN_INPUTS),
     reference_inputs=REFERENCE_INPUTS,

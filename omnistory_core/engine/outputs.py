@@ -88,16 +88,21 @@ def _cause(failure: Failure) -> tuple[str | None, str]:
     return None, " ".join(failure.message.split())
 
 
-def failure_summary(failures: list[tuple[str, Failure]], n_examples: int) -> list[str]:
+def failure_summary(
+    failures: list[tuple[str, Failure]],
+    n_examples: int,
+    modalities: tuple[str, ...] = MODALITIES,
+) -> list[str]:
     """Log lines: how many outputs are missing, then per modality and category the count and the
-    most common cause (with where the component's code broke)."""
-    total = n_examples * len(MODALITIES)
+    most common cause (with where the component's code broke).  ``modalities``: the output
+    slots each example has (a task's, e.g. ``("image",)`` for a ViStoryBench shot)."""
+    total = n_examples * len(modalities)
     if not failures:
         return [f"failures: none ({total} of {total} outputs present)"]
     counts = Counter(m for m, _ in failures)
     lines = [
         f"failures: {len(failures)} of {total} outputs missing ("
-        + ", ".join(f"{m} {counts.get(m, 0)}" for m in MODALITIES)
+        + ", ".join(f"{m} {counts.get(m, 0)}" for m in modalities)
         + ")"
     ]
     groups: dict[tuple[str, str], list[Failure]] = {}
@@ -105,7 +110,7 @@ def failure_summary(failures: list[tuple[str, Failure]], n_examples: int) -> lis
         groups.setdefault((modality, failure.category), []).append(failure)
     width = max(len(c) for _, c in groups)
     for (modality, category), items in sorted(
-        groups.items(), key=lambda kv: (MODALITIES.index(kv[0][0]), -len(kv[1]), kv[0][1])
+        groups.items(), key=lambda kv: (modalities.index(kv[0][0]), -len(kv[1]), kv[0][1])
     ):
         causes = Counter(_cause(f) for f in items)
         top = causes.most_common(1)[0][0]

@@ -7,7 +7,9 @@ retries of failures as configured), report progress, and write the manifest.  Th
 their public surface (its ``__all__``); the engine modules behind it are internal.  A task's dry
 run (``engine.dry_run=true``) plans its stages with the same pieces: the calls of a stage
 (``call_units``), whether a stored record is reused (``needs_recompute``, ``declaration_of``),
-the read-only store, and the plan files and table of :mod:`omnistory_core.engine.dryrun`.
+the read-only store, and the plan files and table of :mod:`omnistory_core.engine.dryrun`.  The
+end of a job logs the failure summary every task's run ends with (``failure_summary``: per output
+slot and category, the count and the most common cause with its code location).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from omnistory_core.engine.failures import (
 from omnistory_core.engine.hashing import MediaHasher
 from omnistory_core.engine.isolation import maybe_isolate
 from omnistory_core.engine.job import build_component
+from omnistory_core.engine.outputs import failure_summary
 from omnistory_core.engine.progress import progress_bars
 from omnistory_core.engine.replicas import stage_devices
 from omnistory_core.engine.stage import (
@@ -83,6 +86,7 @@ __all__ = [
     "describe_param",
     "environment_manifest",
     "explicit",
+    "failure_summary",
     "git_revision",
     "install_log_filter",
     "item_key",

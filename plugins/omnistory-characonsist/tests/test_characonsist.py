@@ -86,3 +86,21 @@ def test_a_failed_id_shot_stops_the_story(characonsist) -> None:
         characonsist.params["height"] = original
     assert isinstance(first, Failure) and first.category == "model_error"
     assert isinstance(second, Failure) and second.category == "upstream_failed"
+
+
+def test_keeps_the_contract_on_vistorybench(characonsist_source, tiny_flux_dev) -> None:
+    """On ViStoryBench's fixture through its job path, one call per story (the ID shot first,
+    then the others)."""
+    from omnistory_testkit import check_component
+
+    report = check_component(
+        CharaConsist,
+        task="vistorybench",
+        source_dir=str(characonsist_source),
+        model=str(tiny_flux_dev),
+        height=64,
+        width=64,
+        steps=2,
+    )
+    assert report.task == "vistorybench"
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

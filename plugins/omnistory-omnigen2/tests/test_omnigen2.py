@@ -85,3 +85,21 @@ def test_page_editor_keeps_the_component_contract(omnigen2_source, omnigen2_mode
         OmniGen2, source_dir=str(omnigen2_source), model=str(omnigen2_model), **TINY
     )
     assert {"light_import", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
+
+
+def test_reference_expert_keeps_the_contract_on_vistorybench(
+    omnigen2_source, omnigen2_model
+) -> None:
+    """On ViStoryBench's fixture through its job path: each shot drawn from the merged prompt
+    and its onstage characters' references."""
+    from omnistory_testkit import check_component
+
+    report = check_component(
+        OmniGen2References,
+        task="vistorybench",
+        source_dir=str(omnigen2_source),
+        model=str(omnigen2_model),
+        **TINY,
+    )
+    assert report.task == "vistorybench"
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

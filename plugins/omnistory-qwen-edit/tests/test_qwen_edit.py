@@ -109,3 +109,22 @@ def test_page_editor_edits_omnistorybench_pages(tiny_qwen_edit) -> None:
     again = QwenEdit(model=str(tiny_qwen_edit), seed=0, **TINY).run_one(items[0])
     assert np.array_equal(np.asarray(again), np.asarray(first))  # deterministic per seed
     assert QwenEdit(model="m", seed=0).output_params()["diffusers"]  # the pipeline code's version
+
+
+def test_story_chain_keeps_the_contract_on_vistorybench(tiny_qwen_edit) -> None:
+    """On ViStoryBench's fixture through its job path, one call per story: a shot with nobody
+    onstage and no previous shot fails alone, as data."""
+    from omnistory_testkit import check_component
+
+    report = check_component(
+        QwenEditStory,
+        task="vistorybench",
+        model=str(tiny_qwen_edit),
+        seed_mode="fixed",
+        jpeg_quality=95,
+        expect_failures={"01_01": "no image to edit"},
+        **TINY,
+    )
+    assert report.task == "vistorybench"
+    assert any("01_01" in note for note in report.notes), str(report)
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

@@ -61,3 +61,24 @@ def test_round_zero_then_refinement_on_the_whole_story(
     assert [c["n_images"] for c in text_only.adapter.calls] == [0]
     with pytest.raises(ParamError, match="UCSC-VLAA/story-adapter"):
         StoryAdapter(source_dir=str(tmp_path))
+
+
+def test_keeps_the_contract_on_vistorybench(
+    storyadapter_source, sdxl_for_adapter, ip_adapter
+) -> None:
+    """On ViStoryBench's fixture through its job path, one call per story (round 0 and one
+    refinement round)."""
+    from omnistory_testkit import check_component
+
+    report = check_component(
+        StoryAdapter,
+        task="vistorybench",
+        source_dir=str(storyadapter_source),
+        model=str(sdxl_for_adapter),
+        image_encoder=str(ip_adapter["image_encoder"]),
+        ip_ckpt=str(ip_adapter["ip_ckpt"]),
+        rounds=2,
+        steps=2,
+    )
+    assert report.task == "vistorybench"
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

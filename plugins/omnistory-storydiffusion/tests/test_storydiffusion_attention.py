@@ -89,3 +89,12 @@ def test_a_character_never_alone_fails_its_shots_only_when_asked(tiny_sdxl) -> N
     assert isinstance(strict[1], Image.Image)
     lenient = expert(tiny_sdxl).run_one(story)
     assert all(isinstance(o, Image.Image) for o in lenient)
+
+
+def test_keeps_the_contract_on_vistorybench(tiny_sdxl) -> None:
+    """On ViStoryBench's fixture through its job path, one call per story."""
+    from omnistory_testkit import check_component
+
+    report = check_component(StoryDiffusion, task="vistorybench", model=str(tiny_sdxl), **TINY)
+    assert report.task == "vistorybench"
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

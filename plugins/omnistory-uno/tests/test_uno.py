@@ -66,3 +66,19 @@ def test_current_image_editor_keeps_the_component_contract(uno_source, uno_weigh
 
     report = check_component(Uno, source_dir=str(uno_source), **weights(uno_weights), **TINY)
     assert {"light_import", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
+
+
+def test_reference_expert_keeps_the_contract_on_vistorybench(uno_source, uno_weights) -> None:
+    """On ViStoryBench's fixture through its job path: each shot drawn from the merged prompt
+    and its onstage characters' references."""
+    from omnistory_testkit import check_component
+
+    report = check_component(
+        UnoReferences,
+        task="vistorybench",
+        source_dir=str(uno_source),
+        **weights(uno_weights),
+        **TINY,
+    )
+    assert report.task == "vistorybench"
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)

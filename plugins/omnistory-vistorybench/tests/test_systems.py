@@ -517,3 +517,20 @@ def test_first_ref_keeps_the_component_contract(tiny_kontext: Path) -> None:
     assert {"light_import", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
     varied = next(p for p in report.passed if p.startswith("output_params ("))
     assert "steps" in varied and "canvas_width" in varied, varied
+
+
+@pytest.mark.parametrize("name", ["first_ref", "sequential"])
+def test_the_kontext_wrappers_keep_the_contract_on_their_task(
+    name: str, tiny_kontext: Path
+) -> None:
+    """On ViStoryBench's fixture, through its job path (their declared task): a shot's first
+    reference (first_ref) or the previous shot's image (sequential, one call per story)."""
+    from omnistory_testkit import check_component
+    from omnistory_vistorybench.systems import FirstReferenceImage, SequentialImage
+
+    cls = {"first_ref": FirstReferenceImage, "sequential": SequentialImage}[name]
+    assert cls.task == "vistorybench"
+    report = check_component(cls, model=str(tiny_kontext), auto_resize=False, **TINY)
+    assert report.task == "vistorybench", report
+    assert {"reads", "outputs", "cache", "deterministic"} <= set(report.passed), str(report)
+    assert any(p.startswith("failures") for p in report.passed), str(report)

@@ -1,7 +1,8 @@
 """The plugin kit: what a plugin's tests need to exercise a component without weights or network.
 
-* :func:`check_component` -- run a component through the real engine on the bundled demo and
-  assert the contract (identity, ``reads``, light import, output types, load only on a cache miss,
+* :func:`check_component` -- run a component through the real engine on the bundled demo (or,
+  ``task=NAME``, on that task's bundled fixture through its own job path) and assert the
+  contract (identity, ``reads``, light import, output types, load only on a cache miss,
   same seed same output, output vs runtime parameters in the cache key, failures as data); a
   metric or judge scores a tiny built-in run through the evaluation runner instead (rows and
   statuses, score range, nothing computed or loaded when cached, same scores twice, result keys,
@@ -41,6 +42,8 @@ from omnistory_testkit.engine import (
     demo_examples,
     demo_items,
     example_items,
+    fixture_call_keys,
+    fixture_items,
     inputs_for,
     installed_registry,
     job_config,
@@ -83,6 +86,8 @@ __all__ = [
     "demo_planner_items",
     "example_items",
     "files_containing",
+    "fixture_call_keys",
+    "fixture_items",
     "inputs_for",
     "installed_registry",
     "job_config",

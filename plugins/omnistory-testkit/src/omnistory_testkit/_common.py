@@ -62,12 +62,14 @@ class ConformanceReport:
 
     ``passed`` lists the checks that ran and held; ``skipped`` maps a check (or sub-check) to why
     it could not run; ``calls`` counts the component's computed calls per run; ``notes`` lists
-    per-example failures of a backbone's modalities that are data, not contract violations.
+    per-example failures of a backbone's modalities that are data, not contract violations;
+    ``task`` names the task it was checked on.
     """
 
     component: str
     version: str
     examples: int
+    task: str = ""
     passed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -75,7 +77,8 @@ class ConformanceReport:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"{self.component} v{self.version}: {self.examples} demo examples"]
+        on = f" of task {self.task}" if self.task else ""
+        lines = [f"{self.component} v{self.version}: {self.examples} examples{on}"]
         lines += [f"  ok       {name}" for name in self.passed]
         lines += [f"  skipped  {name}: {why}" for name, why in self.skipped.items()]
         lines += [f"  note     {note}" for note in self.notes]
@@ -441,9 +444,12 @@ def begin_report(
     examples: int,
     identity: Callable[[type, ConformanceReport], None],
     reads: Callable[[type, ConformanceReport], None],
+    *,
+    load_demo: bool = True,
 ) -> tuple[ConformanceReport, list[Any]]:
     """The checks every kind starts with (identity, reads, light import) and the demo examples
-    the engine runs: the start of :func:`check_component` for any component."""
+    the engine runs (none with ``load_demo=False``: a task's own fixture is run instead): the
+    start of :func:`check_component` for any component."""
     report = ConformanceReport(
         component=f"{getattr(cls, 'kind', '?')}/{getattr(cls, 'name', '?')}",
         version=str(getattr(cls, "version", "?")),
@@ -452,10 +458,12 @@ def begin_report(
     identity(cls, report)
     reads(cls, report)
     _check_light_import(cls, report)
+    if not load_demo:
+        return report, []
 
-    from omnistory_core.data.demo import load_demo
+    from omnistory_core.data.demo import load_demo as demo_examples
 
-    demo = load_demo(limit=examples)
+    demo = demo_examples(limit=examples)
     if not demo:
         raise ConformanceError("the bundled demo dataset has no examples")
     report.examples = len(demo)

@@ -87,11 +87,13 @@ def check_component(
     cls: type,
     /,
     *,
+    task: str | None = None,
     examples: int = 2,
     vary: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
     score_range: tuple[float, float] | None = None,
     plugin_module: Any = None,
+    expect_failures: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> ConformanceReport:
     """Run ``cls`` with parameters ``kwargs`` through the engine on the first ``examples`` demo
@@ -112,16 +114,60 @@ def check_component(
     ``plugin_module`` (a module or its dotted name): the plugin's hook module, checked as the
     plugin loader checks it; by default the entry points of the installed distribution that
     ships ``cls`` are (a class defined in a test module has none, and nothing is checked).
+
+    ``task``: the task it is checked on (default: the class's ``task`` attribute, else
+    Omni-StoryBench).  On a task with its own generation (``Task.harness``, ViStoryBench) the
+    component runs on that task's bundled fixture through the task's job path, ``examples``
+    records of each group (story) of it, and ``reads`` is held to the task's declared inputs
+    (:mod:`omnistory_testkit.task_conformance`); a metric or judge scores the task's stand-in
+    jobs through the task's evaluation.  ``expect_failures`` (such a task only) maps a fixture
+    example id to a part of the failure message the component returns for it by design (the
+    official method refuses that record, say a shot with nothing to edit): it must fail so,
+    and every other example must succeed.
     """
     params = {**dict(params or {}), **kwargs}
     _check_plugin_module(cls, plugin_module)
+    on = task_of(cls, task)
+    if expect_failures and (getattr(cls, "kind", None) in _EVALUATOR_HOOKS or on.harness is None):
+        raise ConformanceError(
+            f"check_component({getattr(cls, 'name', cls)}): expect_failures is for a generation"
+            f" component on a task that runs its own fixture (task {on.name} here; every example"
+            " must succeed)"
+        )
     if getattr(cls, "kind", None) in _EVALUATOR_HOOKS:
         from omnistory_testkit.evaluator_conformance import check_evaluator
 
-        return check_evaluator(
-            cls, params, examples=examples, vary=vary or {}, score_range=score_range
+        report = check_evaluator(
+            cls,
+            params,
+            examples=examples,
+            vary=vary or {},
+            score_range=score_range,
+            task=on if on.evaluation is not None else None,
         )
+        report.task = on.name
+        return report
+    if on.harness is not None:
+        from omnistory_testkit.task_conformance import check_task_component
+
+        report = check_task_component(
+            cls,
+            on,
+            params,
+            examples=examples,
+            vary=vary,
+            expect_failures=expect_failures,
+            identity=_check_identity,
+        )
+        report.task = on.name
+        return report
     report, demo = begin_report(cls, examples, _check_identity, _check_reads)
+    report.task = on.name
+    if getattr(cls, "unit", "item") == "group":
+        # a book-level component: the first examples of two books, so that one book's call has
+        # a neighbour
+        demo = _per_book(examples)
+        report.examples = len(demo)
     with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
         root = Path(tmp)
         first = _run(cls, params, demo, root / "store-a")
@@ -134,6 +180,20 @@ def check_component(
         _check_deterministic(cls, params, demo, root, first, report)
         _check_failures(cls, params, demo, root, report)
     return report
+
+
+def task_of(cls: type, task: str | None = None) -> Any:
+    """The task a component is checked on: ``task``, else its ``task`` attribute, else the
+    default (Omni-StoryBench); a task that is not installed is one ``ConformanceError``."""
+    from omnistory_core.errors import PluginError
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    name = task or getattr(cls, "task", None) or DEFAULT_TASK
+    try:
+        return load_plugins().task(str(name))
+    except PluginError as exc:
+        raise ConformanceError(f"check_component({getattr(cls, 'name', cls)}): {exc}") from exc
 
 
 # -- the plugin's hook module -------------------------------------------------------------------
@@ -231,6 +291,27 @@ def _run(
     component = components[_group(cls)]
     records = _component_records(cls, result, component, store, demo)
     return _Run(result, store, component, len(counter), records)
+
+
+def _book(example: Any) -> str:
+    """The group a group-unit component is called on an example in (the engine's: its book)."""
+    return f"{example.source}/{example.book}"
+
+
+def _per_book(examples: int, books: int = 2) -> list[Any]:
+    """The first ``examples`` demo examples of each of the first ``books`` books."""
+    from omnistory_core.data.demo import load_demo
+
+    out: list[Any] = []
+    seen: dict[str, int] = {}
+    for example in load_demo(None):
+        book = _book(example)
+        if book not in seen and len(seen) == books:
+            continue
+        if seen.get(book, 0) < examples:
+            out.append(example)
+            seen[book] = seen.get(book, 0) + 1
+    return out
 
 
 def _group(cls: type) -> str:
@@ -584,18 +665,23 @@ def _check_failures(cls, params, demo, root, report) -> None:
             f" ({len(failed)} failures: {[_describe(r) for r in failed.values()]}): an item that"
             " fails must come back as the exception or a Failure, never as a placeholder output",
         )
-    if len(poisoned) != 1:
+    # one call covers one example, or a book-level component's whole book
+    books = {ex.index: _book(ex) for ex in demo}
+    story = getattr(cls, "unit", "item") == "group"
+    covered = sorted(i for i in books if books[i] == books[poisoned[0]]) if story else poisoned[:1]
+    if sorted(poisoned) != covered:
         raise _fail(
             cls,
             "failures",
-            f"{method}() raised for one item but {len(poisoned)} items failed with its error:"
-            " one item's failure must not be copied to the others",
+            f"{method}() raised for one call but {len(poisoned)} items failed with its error"
+            f" (the call covered {len(covered)}): one call's failure must not be copied to the"
+            " others",
         )
-    (index,) = poisoned
+    index = poisoned[0]
     bad = {
         i: _describe(r)
         for i, r in run.records.items()
-        if i != index and getattr(r, "status", "") != "ok"
+        if i not in poisoned and getattr(r, "status", "") != "ok"
     }
     if bad:
         raise _fail(
@@ -626,4 +712,5 @@ __all__ = [
     "ConformanceReport",
     "check_component",
     "registry_with",
+    "task_of",
 ]

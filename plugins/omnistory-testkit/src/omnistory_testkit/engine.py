@@ -6,6 +6,9 @@ plugin's tests reaching into the engine's modules (which change without notice):
 
 * :func:`demo_examples`, :func:`demo_items`, :func:`example_items` -- the bundled demo examples,
   and every input the engine builds for an example (what a planner or a backbone reads);
+* :func:`fixture_items`, :func:`fixture_call_keys` -- the same for any task's bundled fixture
+  (``task="vistorybench"``: each shot's inputs as its job builds them, and a component's call
+  keys there); :func:`demo_items` and :func:`run_job` take ``task=`` too;
 * :func:`media` -- a dataset file as the :class:`~omnistory_core.api.Media` the engine hands on;
 * :func:`inputs_for`, :func:`call_key` -- what of an input pool reaches a component (its
   ``reads``), and the cache key of one call;
@@ -49,9 +52,58 @@ def example_items(examples: Iterable[Any], *, oracle: bool = False) -> list[dict
     return [example_inputs(example, hasher, oracle=oracle) for example in examples]
 
 
-def demo_items(limit: int | None = 2, *, oracle: bool = False) -> list[dict[str, Any]]:
-    """:func:`example_items` of the first ``limit`` demo examples (None: all of them)."""
+def demo_items(
+    limit: int | None = 2, *, oracle: bool = False, task: str | None = None, kind: str = "image"
+) -> list[dict[str, Any]]:
+    """:func:`example_items` of the first ``limit`` demo examples (None: all of them); with
+    ``task``, that task's fixture items (:func:`fixture_items`, ``limit`` per group)."""
+    if _harness_of(task) is not None:
+        return list(fixture_items(task, kind=kind, per_group=limit).values())
     return example_items(demo_examples(limit), oracle=oracle)
+
+
+def _task(task: str | None) -> Any:
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.tasks import DEFAULT_TASK
+
+    return load_plugins().task(task or DEFAULT_TASK)
+
+
+def _harness_of(task: str | None) -> Any:
+    """The task's harness (``Task.harness``), or None for a task the core's engine runs."""
+    if task is None:
+        return None
+    found = _task(task)
+    return found.harness() if found.harness is not None else None
+
+
+def fixture_items(
+    task: str | None = None, *, kind: str = "image", per_group: int | None = 2
+) -> dict[str, dict[str, Any]]:
+    """Per example id of ``task``'s bundled fixture, every input a ``kind`` component may read,
+    as the task's job builds it (ViStoryBench: a shot's ``shot_prompt``, ``shot``,
+    ``character_refs``, ...; a backbone's page view).  ``per_group``: the first records of each
+    group (story, book).  Omni-StoryBench: the demo's examples (``per_group`` of them)."""
+    harness = _harness_of(task)
+    if harness is None:
+        examples = demo_examples(per_group)
+        return {ex.id: item for ex, item in zip(examples, example_items(examples), strict=True)}
+    return harness.items(per_group, kind)
+
+
+def fixture_call_keys(
+    cls: type, task: str | None = None, *, per_group: int | None = 2, **params: Any
+) -> dict[str, str]:
+    """Per example id of ``task``'s fixture, the call key of ``cls`` built with ``params`` in
+    the task's smallest system, as its job computes it (a story-level component: its story's
+    call), without calling anything."""
+    from omnistory_testkit._common import registry_with
+
+    harness = _harness_of(task or getattr(cls, "task", None))
+    if harness is None:
+        raise ValueError("fixture_call_keys: the task runs on the core's engine; use call_key")
+    config = harness.system(str(cls.kind), {"name": cls.name, **params}, int(params.get("seed", 0)))
+    return harness.call_keys(registry_with(cls), config, str(cls.kind), per_group=per_group)
 
 
 def media(path: str | os.PathLike[str]) -> Any:
@@ -167,22 +219,63 @@ def open_store(root: str | os.PathLike[str]) -> Any:
 
 def run_job(
     *,
-    examples: list[Any],
+    examples: list[Any] | None = None,
     components: Mapping[str, Any],
     store: Any,
     retry_failures: str = "errors",
+    task: str | None = None,
+    per_group: int | None = 2,
 ) -> Any:
     """Run a system's components over ``examples`` through ``store``, stage by stage, as a job
     does.  ``components`` maps groups to components (``planner``, ``image``, ``tts``, or
     ``backbone`` and an expert per modality it does not produce); ``retry_failures`` says which
     stored failures are recomputed.  The result has ``stats`` per component key (``calls``,
-    ``loads``, ``failures``, ``cache_hits``, ...)."""
+    ``loads``, ``failures``, ``cache_hits``, ...).
+
+    With ``task`` (a task with its own generation, ViStoryBench): ``components`` maps the
+    group of the component to run to its class (or ``(class, params)``), which runs in the
+    task's smallest system over the first ``per_group`` records of each group of its fixture, as
+    the task's job runs it; the result (an ``omnistory_core.kit.harness.HarnessRun``) has the
+    component's ``records`` and ``keys`` per example id, its ``stats`` and the built
+    ``component``."""
+    harness = _harness_of(task)
+    if harness is not None:
+        return _run_on_task(harness, components, store, retry_failures, per_group)
     from omnistory_core.engine.job import run_job as run
 
+    if examples is None:
+        raise ValueError("run_job: give the examples to run (demo_examples())")
     return run(
         examples=list(examples),
         components=dict(components),
         store=store,
+        retry_failures=retry_failures,
+    )
+
+
+def _run_on_task(
+    harness: Any,
+    components: Mapping[str, Any],
+    store: Any,
+    retry_failures: str,
+    per_group: int | None,
+) -> Any:
+    from omnistory_testkit._common import registry_with
+
+    if len(components) != 1:
+        raise ValueError(
+            "run_job(task=...): give the one component to run, {group: Class or (Class, params)};"
+            " the task completes its system with built-in components"
+        )
+    ((group, value),) = components.items()
+    cls, params = value if isinstance(value, tuple) else (value, {})
+    config = harness.system(group, {"name": cls.name, **params}, int(params.get("seed", 0)))
+    return harness.run(
+        registry_with(cls),
+        config,
+        group,
+        store,
+        per_group=per_group,
         retry_failures=retry_failures,
     )
 
@@ -204,6 +297,8 @@ __all__ = [
     "demo_examples",
     "demo_items",
     "example_items",
+    "fixture_call_keys",
+    "fixture_items",
     "inputs_for",
     "installed_registry",
     "job_config",

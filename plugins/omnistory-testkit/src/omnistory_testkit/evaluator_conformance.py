@@ -29,7 +29,9 @@ evaluator, the check and what to change):
                       or ``invalid`` rows, never a score; its neighbours keep theirs
 ``unreadable_input``  a candidate image or speech file that does not decode is ``invalid`` or
                       ``error``, never a score, and does not take its neighbours down (for a
-                      judge, which may send the bytes to its model unread, a score is a note)
+                      judge, which may send the bytes to its model unread, a score is a note;
+                      a story- or run-scope unit may be scored on its readable files when its
+                      audit detail names the unreadable one)
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omnistory_testkit._common import (
     _POISON,
+    ConformanceError,
     ConformanceReport,
     _check_hook_accepts,
     _check_name_and_version,
@@ -67,10 +70,6 @@ STANDIN_SYSTEM: dict[str, dict[str, str]] = {
     "image": {"name": "copy"},
     "tts": {"name": "noop"},
 }
-_CORRUPT = {
-    "candidate_image": ("image", b"not a PNG image"),
-    "candidate_speech": ("speech", b"not a WAV file"),
-}
 
 
 @dataclass
@@ -88,10 +87,20 @@ class _Scored:
 class _Context:
     cls: type
     params: dict[str, Any]
-    demo: list[Any]
-    systems: list[Any]
     root: Path
     score_range: tuple[float, float] | None
+    #: the run directory the stand-in systems wrote, and how its units are read (per scope)
+    run_dir: Path
+    read_units: Callable[[Path], dict[str, list[Any]]]
+    units: dict[str, list[Any]]
+
+    @property
+    def scope(self) -> str:
+        return str(getattr(self.cls, "scope", "item"))
+
+    @property
+    def scoped(self) -> list[Any]:
+        return self.units.get(self.scope, [])
 
 
 def check_evaluator(
@@ -101,25 +110,33 @@ def check_evaluator(
     examples: int = 2,
     vary: Mapping[str, Any] | None = None,
     score_range: tuple[float, float] | None = None,
+    task: Any = None,
 ) -> ConformanceReport:
     """The evaluator contract (module docstring) for ``cls`` built with ``params``; called by
-    :func:`omnistory_testkit.check_component` for a metric or judge."""
+    :func:`omnistory_testkit.check_component` for a metric or judge.  ``task``: a task with its
+    own evaluation (``Task.evaluation``) and harness, whose stand-in jobs over its fixture are
+    scored instead of the demo's (its units of the evaluator's ``scope``)."""
     params = dict(params)
     vary = dict(vary or {})
-    report, demo = begin_report(cls, examples, _check_identity, _check_reads)
+    own = task is not None and task.evaluation is not None
+    reads = _task_reads(task) if own else _check_reads
+    report, demo = begin_report(cls, examples, _check_identity, reads, load_demo=not own)
     with tempfile.TemporaryDirectory(prefix="omnistory-check-") as tmp:
         root = Path(tmp)
-        run_dir = _standin_run(demo, root)
-        from omnistory_eval.runner import discover_systems
-
+        if own:
+            run_dir, read_units = _task_standin_run(task, root)
+        else:
+            run_dir, read_units = _standin_run(demo, root), _demo_units(demo)
         ctx = _Context(
             cls=cls,
             params=params,
-            demo=demo,
-            systems=discover_systems(run_dir),
             root=root,
             score_range=_score_range(cls, score_range),
+            run_dir=run_dir,
+            read_units=read_units,
+            units=read_units(run_dir),
         )
+        report.examples = len(ctx.scoped)
         first = _evaluate(ctx, params, root / "store-a", check="outputs", preflight=True)
         report.keys = sorted({str(a.get("call_key")) for a in first.audit if a.get("call_key")})
         report.calls["first evaluation"] = first.stats.calls
@@ -129,11 +146,75 @@ def check_evaluator(
         _check_output_params(ctx, first, vary, report)
         _check_deterministic(ctx, first, report)
         _check_failures(ctx, first, report)
-        _check_unreadable_input(ctx, first, run_dir, report)
+        _check_unreadable_input(ctx, first, report)
     return report
 
 
 # -- the run and its evaluation --------------------------------------------------------------------
+
+
+def _demo_units(demo: list[Any]) -> Callable[[Path], dict[str, list[Any]]]:
+    """The demo run's units, as ``evaluate`` builds them: one per (system, example)."""
+
+    def read(run_dir: Path) -> dict[str, list[Any]]:
+        from omnistory_eval.runner import PoolUnit, candidate_pool, discover_systems
+
+        from omnistory_core.engine.hashing import MediaHasher
+
+        media = MediaHasher()
+        units = []
+        for system in discover_systems(run_dir):
+            for example in demo:
+                pool, missing = candidate_pool(system, example, media)
+                units.append(PoolUnit(system.system_id, example.id, pool, frozenset(missing)))
+        return {"item": units}
+
+    return read
+
+
+def _task_standin_run(task: Any, root: Path) -> tuple[Path, Callable[[Path], dict[str, list]]]:
+    """The task's stand-in jobs over its fixture (its harness's), and how their units are read
+    (the task's own evaluation, as ``evaluate`` reads them)."""
+    from omnistory_eval.runner import task_units
+
+    if task.harness is None:
+        raise ConformanceError(
+            f"task {task.name} has its own evaluation but no harness (Task.harness): the test kit"
+            " cannot make the jobs an evaluator is checked on"
+        )
+    run_dir = root / "run"
+    jobs = [Path(p).relative_to(run_dir) for p in task.harness().standin_run(run_dir)]
+
+    def read(where: Path) -> dict[str, list[Any]]:
+        config = {"outputs": None, "dataset": {}}
+        return task_units(task.evaluation([where / job for job in jobs], config))
+
+    return run_dir, read
+
+
+def _task_reads(task: Any) -> Callable[[type, ConformanceReport], None]:
+    """The ``reads`` check against the task's declared inputs of the evaluator's scope."""
+
+    def check(cls: type, report: ConformanceReport) -> None:
+        reads = getattr(cls, "reads", None)
+        if not isinstance(reads, tuple | list) or not all(isinstance(r, str) for r in reads):
+            raise _fail(cls, "reads", f"reads must be a tuple of input names, got {reads!r}")
+        scope = str(getattr(cls, "scope", "item"))
+        allowed = task.readable(cls.kind, scope=scope)
+        unknown = [r for r in reads if r not in allowed]
+        if unknown:
+            raise _fail(
+                cls,
+                "reads",
+                f"{unknown} not in the inputs a {cls.kind} of {scope} scope may read on task"
+                f" {task.name}: {', '.join(allowed)} (python -m omnistory_core tasks --inputs"
+                f" {task.name})",
+            )
+        if len(set(reads)) != len(reads) or not reads:
+            raise _fail(cls, "reads", f"reads {list(reads)} must be distinct and not empty")
+        report.passed.append("reads")
+
+    return check
 
 
 def _standin_run(demo: list[Any], root: Path) -> Path:
@@ -183,10 +264,10 @@ def _evaluate(
     *,
     check: str,
     wrap: Any = None,
-    systems: list[Any] | None = None,
+    units: dict[str, list[Any]] | None = None,
     preflight: bool = False,
 ) -> _Scored:
-    from omnistory_eval.runner import evaluate_systems
+    from omnistory_eval.runner import score_units
 
     from omnistory_core.engine.store import Store
     from omnistory_core.errors import ConfigError, PluginError
@@ -211,9 +292,7 @@ def _evaluate(
             )
     try:
         with _quiet("omnistory"):
-            result = evaluate_systems(
-                systems or ctx.systems, ctx.demo, [component], Store(store_dir)
-            )
+            result = score_units(units or ctx.units, [component], Store(store_dir))
     except Exception as exc:  # noqa: BLE001 - a crash of the whole evaluation is the finding
         raise _fail(
             cls,
@@ -334,13 +413,13 @@ def _score_range(cls: type, given: tuple[float, float] | None) -> tuple[float, f
 def _check_outputs(ctx: _Context, run: _Scored, report: ConformanceReport) -> None:
     cls = ctx.cls
     criteria = tuple(cls.criteria)
-    expected = len(ctx.systems) * len(ctx.demo) * len(criteria)
+    expected = len(ctx.scoped) * len(criteria)
     if len(run.rows) != expected:
         raise _fail(
             cls,
             "outputs",
-            f"{len(run.rows)} scores rows for {len(ctx.systems)} system(s) x {len(ctx.demo)}"
-            f" examples x {len(criteria)} criteria ({expected} expected)",
+            f"{len(run.rows)} scores rows for {len(ctx.scoped)} {ctx.scope} units x"
+            f" {len(criteria)} criteria ({expected} expected)",
         )
     for row in run.rows:
         if row.kind != cls.kind or row.track != cls.track:
@@ -489,12 +568,8 @@ def _check_runtime_params(ctx: _Context, first: _Scored, vary: Mapping[str, Any]
 
 
 def _first_item(ctx: _Context) -> dict[str, Any]:
-    from omnistory_eval.runner import candidate_pool
-
-    from omnistory_core.engine.hashing import MediaHasher
-
-    pool, _ = candidate_pool(ctx.systems[0], ctx.demo[0], MediaHasher())
-    return {name: pool[name] for name in ctx.cls.reads}
+    unit = next(u for u in ctx.scoped if not set(u.missing) & set(ctx.cls.reads))
+    return {name: unit.pool[name] for name in ctx.cls.reads}
 
 
 def _check_output_params(ctx: _Context, first: _Scored, vary: Mapping[str, Any], report) -> None:
@@ -604,8 +679,8 @@ def _check_failures(ctx: _Context, first: _Scored, report: ConformanceReport) ->
     from omnistory_core.components import Component
 
     cls = ctx.cls
-    if len(ctx.demo) < 2:
-        report.skipped["failures"] = "needs two demo examples (examples >= 2)"
+    if len(ctx.scoped) < 2:
+        report.skipped["failures"] = f"needs two {ctx.scope} units (examples >= 2)"
         return
     methods = ["run_one", "run_batch"] if cls.run_one is not Component.run_one else ["run_batch"]
     for n, method in enumerate(methods):
@@ -650,35 +725,74 @@ def _check_failures(ctx: _Context, first: _Scored, report: ConformanceReport) ->
     report.passed.append(f"failures (through {method})")
 
 
-def _check_unreadable_input(
-    ctx: _Context, first: _Scored, run_dir: Path, report: ConformanceReport
-) -> None:
-    from omnistory_eval.runner import discover_systems
+def _media_files(value: Any, inside: Path) -> list[Path]:
+    """The files of the Media in ``value`` (at any depth) that lie under ``inside``: a system's
+    outputs, not the dataset's files."""
+    found: list[Path] = []
+    path = getattr(value, "path", None)
+    if isinstance(path, str) and getattr(value, "sha256", None):
+        # not resolved: a job's output may be a link into the store, outside the run
+        if Path(os.path.abspath(path)).is_relative_to(Path(os.path.abspath(inside))):
+            found.append(Path(path))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            found += _media_files(item, inside)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found += _media_files(item, inside)
+    return found
 
+
+def _reported(run: _Scored, example: str, name: str) -> bool:
+    """Whether the audit record of ``example`` names the file ``name`` (its detail says what it
+    could not read)."""
+    return any(
+        a.get("example_id") == example and name in json.dumps(a, default=str) for a in run.audit
+    )
+
+
+def _check_unreadable_input(ctx: _Context, first: _Scored, report: ConformanceReport) -> None:
     cls = ctx.cls
-    read = [name for name in _CORRUPT if name in cls.reads]
-    if not read:
+    corrupt_dir = ctx.root / "run-corrupt"
+    shutil.copytree(ctx.run_dir, corrupt_dir)
+    units = ctx.read_units(corrupt_dir)
+    target: tuple[Any, str, Path] | None = None
+    for unit in units.get(ctx.scope, []):
+        for name in cls.reads:
+            files = [f for f in _media_files(unit.pool.get(name), corrupt_dir) if f.is_file()]
+            files = [f for f in files if f.suffix.lower() in (".png", ".jpg", ".jpeg", ".wav")]
+            if files:
+                target = (unit, name, files[0])
+                break
+        if target is not None:
+            break
+    if target is None:
         report.skipped["unreadable_input"] = "the evaluator reads no candidate image or speech"
         return
-    name = read[0]
-    modality, garbage = _CORRUPT[name]
-    corrupt_dir = ctx.root / "run-corrupt"
-    shutil.copytree(run_dir, corrupt_dir)
-    systems = discover_systems(corrupt_dir)
-    example = ctx.demo[0]
-    target = systems[0].candidate(example.index, modality)
-    assert target is not None  # the stand-in systems make every output
-    os.unlink(target)  # the copy may be a link to the store's blob: replace, never write through
-    target.write_bytes(garbage)
-    what = f"its {name} ({target.name}) does not decode"
-    run = _evaluate(
-        ctx, ctx.params, ctx.root / "store-a", check="unreadable_input", systems=systems
-    )
+    unit, name, path = target
+    os.unlink(path)  # the copy may be a link to the store's blob: replace, never write through
+    path.write_bytes(b"not an image or a sound")
+    units = ctx.read_units(corrupt_dir)  # read again: the inputs' hashes are the files' now
+    what = f"its {name} ({path.name}) does not decode"
+    run = _evaluate(ctx, ctx.params, ctx.root / "store-a", check="unreadable_input", units=units)
+    # every unit that reads the file (a run's split and its lite split may share it)
+    hit = {
+        u.example_id
+        for u in units.get(ctx.scope, [])
+        if any(path in _media_files(u.pool.get(n), corrupt_dir) for n in cls.reads)
+    }
     # a judge may hand the file's bytes to its model unread: then the server's answer decides (a
     # real API rejects it, an 'invalid' row; a FakeServer answers anything), so a score is a note
     notes = report.notes if cls.kind == "judge" else None
-    _check_failed_rows(ctx, run, example.id, "unreadable_input", what, notes)
-    _check_neighbours(ctx, first, run, {example.id}, "unreadable_input")
+    for example in sorted(hit):
+        scored = any(r.example_id == example and r.status == "ok" for r in run.rows)
+        if scored and ctx.scope != "item" and _reported(run, example, path.name):
+            # a story or a run of many files may be scored on the readable ones, provided the
+            # unreadable one is said (the official means skip what they cannot read): a note
+            report.notes.append(f"{example}: scored without {path.name}, which it reports")
+        else:
+            _check_failed_rows(ctx, run, example, "unreadable_input", what, notes)
+    _check_neighbours(ctx, first, run, hit, "unreadable_input")
     report.passed.append(f"unreadable_input ({name})")
 
 

@@ -2,11 +2,12 @@
 
 :func:`make_standin_site` writes a tiny distribution (a folder to put on ``PYTHONPATH``) whose
 plugin registers, for every planner, backbone, image and TTS expert the other installed plugins
-register, a stand-in with the same kind, name, version, ``reads``, ``produces`` and
-``runtime_params``.  It loads before them (its entry point sorts first), so the real classes are
-ignored with one warning line each while their configs, presets and suites stay in place: a preset
-composes exactly as it would with the real model, and every cache key has the same inputs and
-parameters.  What the stand-ins return is derived from a hash of their inputs:
+register, a stand-in with the same kind, name, version, ``reads``, ``produces``, ``unit``,
+declared ``parameters`` and ``runtime_params``.  It loads before them (its entry point sorts
+first), so the real classes are ignored with one warning line each while their configs, presets
+and suites stay in place: a preset of any task composes exactly as it would with the real model,
+and every cache key has the same inputs and parameters.  What the stand-ins return is derived
+from a hash of their inputs (a group-unit one: one output per item of the group):
 
 * a planner: a valid plan; a backbone: narration, a small image, a short tone and a full plan;
 * an image expert: an 8x8 image; a TTS expert: a 0.1 s tone.
@@ -163,12 +164,17 @@ def standin_classes(kind: str, keep: Collection[str] = ()) -> list[type]:
             "name": real.name,
             "version": real.version,
             "reads": tuple(real.reads),
+            # the real declaration: the same checks, defaults and config node (a preset of any
+            # task composes as with the real component), so the same cache keys
+            "parameters": getattr(real, "parameters", None),
             "runtime_params": tuple(getattr(real, "runtime_params", ())),
             "description": f"STAND-IN for {real.__module__}.{real.__qualname__}",
             "__module__": __name__,
         }
         if kind == "backbone":
             attrs["produces"] = frozenset(real.produces)
+        if getattr(real, "unit", "item") != "item":  # one call per group, as the real one
+            attrs["unit"] = real.unit
         for name in ("uses_gpu", "gpus"):  # where the engine runs it: as the real one
             if hasattr(real, name):
                 attrs[name] = getattr(real, name)
@@ -309,58 +315,78 @@ class _StandIn:
         return {**super().call_declaration(), "stand_in": DISTRIBUTION}  # type: ignore[misc]
 
 
+def _per_item(one: Any) -> Any:
+    """``run_one`` of a stand-in: one output per item, or a group call's list (``unit =
+    "group"``: ``{"items": [...]}``), one output per item of the group."""
+
+    def run_one(self, item):
+        if getattr(self, "unit", "item") == "group":
+            return [one(self, sub) for sub in item["items"]]
+        return one(self, item)
+
+    return run_one
+
+
+def _plan_of(self, item):
+    from omnistory_core.components import PlannerResponse
+
+    _sleep()
+    digest = _digest(self, item)
+    _log(self, digest)
+    return PlannerResponse(json.dumps(_plan(digest)))
+
+
 class _Planner(_StandIn, Planner):
     __init__ = _params_ok
     load = _load
+    run_one = _per_item(_plan_of)
 
-    def run_one(self, item):
-        from omnistory_core.components import PlannerResponse
 
-        _sleep()
-        digest = _digest(self, item)
-        _log(self, digest)
-        return PlannerResponse(json.dumps(_plan(digest)))
+def _page_of(self, item):
+    from omnistory_core.components import BackboneOutput
+
+    _sleep()
+    digest = _digest(self, item)
+    _log(self, digest)
+    plan = _plan(digest)
+    return BackboneOutput(
+        text=plan["narration"],
+        image=_image(digest) if "image" in self.produces else None,
+        speech=_tone(digest) if "speech" in self.produces else None,
+        plan={k: v for k, v in plan.items() if k != "narration"},
+    )
 
 
 class _Backbone(_StandIn, Backbone):
     __init__ = _params_ok
     load = _load
+    run_one = _per_item(_page_of)
 
-    def run_one(self, item):
-        from omnistory_core.components import BackboneOutput
 
-        _sleep()
-        digest = _digest(self, item)
-        _log(self, digest)
-        plan = _plan(digest)
-        return BackboneOutput(
-            text=plan["narration"],
-            image=_image(digest) if "image" in self.produces else None,
-            speech=_tone(digest) if "speech" in self.produces else None,
-            plan={k: v for k, v in plan.items() if k != "narration"},
-        )
+def _image_of(self, item):
+    _sleep()
+    digest = _digest(self, item)
+    _log(self, digest)
+    return _image(digest)
+
+
+def _tone_of(self, item):
+    _sleep()
+    digest = _digest(self, item)
+    _log(self, digest)
+    return _tone(digest)
 
 
 class _Image(_StandIn, ImageExpert):
     __init__ = _params_ok
     load = _load
-
-    def run_one(self, item):
-        _sleep()
-        digest = _digest(self, item)
-        _log(self, digest)
-        return _image(digest)
+    run_one = _per_item(_image_of)
 
 
 class _TTS(_StandIn, TTSExpert):
     __init__ = _params_ok
     load = _load
-
-    def run_one(self, item):
-        _sleep()
-        digest = _digest(self, item)
-        _log(self, digest)
-        return _tone(digest)
+    run_one = _per_item(_tone_of)
 
 
 # -- metrics and judges ------------------------------------------------------------------------

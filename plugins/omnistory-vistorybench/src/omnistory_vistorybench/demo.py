@@ -332,6 +332,8 @@ class PromptAlignStandIn(Metric):
 
     def run_one(self, item: dict[str, Any]) -> EvalResult:
         image = item["candidate_image"]
+        # decoded, not only hashed: an image that does not decode is a failed row, never a score
+        image.open_image()
         shot = json.dumps(item.get("shot") or {}, sort_keys=True, default=str)
         text = f"{self.params.get('salt', '')}|{image.sha256}|{shot}"
         digest = hashlib.sha256(text.encode("utf-8")).digest()

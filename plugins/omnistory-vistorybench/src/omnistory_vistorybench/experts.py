@@ -31,6 +31,7 @@ class CopyPasteImage(ImageExpert):
     name = "copy_paste"
     version = "1"
     baseline = True
+    task = "vistorybench"
     reads = ("character_refs",)
     description = "ViStoryBench's Copy-Paste Baseline: onstage references stitched side by side"
     parameters = (Param("size", int, 512, "side of the square output image in pixels", ge=16),)

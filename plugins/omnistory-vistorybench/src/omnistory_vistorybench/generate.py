@@ -786,6 +786,17 @@ def finish_job(
     (log.warning if failed else log.info)(
         "wrote %s: %d of %d shots (missing %d)", output_dir, len(written), len(rows), failed
     )
+    log_failure_summary(rows)
+
+
+def log_failure_summary(rows: Sequence[Mapping[str, Any]]) -> None:
+    """The failure summary every task's run ends with: per category the count and the most
+    common cause, with where the component's code broke."""
+    from omnistory_core.kit.jobs import failure_summary
+
+    failures = [("image", Failure.from_dict(dict(r))) for r in rows if r["status"] != "ok"]
+    for line in failure_summary(failures, len(rows), ("image",)):
+        (log.warning if failures else log.info)("%s", line)
 
 
 __all__ = [

@@ -35,15 +35,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from omnistory_core.api import ConfigError, Failure, ImageExpert, Media
+from omnistory_core.api import ConfigError, Failure, ImageExpert, Media, Param
 from omnistory_core.kit.diffusion import exception_failure
 
 #: the inputs the inner expert may read (``current_image`` is the one the wrapper chooses)
 INNER_READS: frozenset[str] = frozenset({"image_prompt", "current_image"})
 #: the blank canvas's colour (the Copy-Paste Baseline's background)
 CANVAS_COLOUR: tuple[int, int, int] = (255, 255, 255)
-#: the wrapper's own parameters; every other key of its config node is the inner expert's
-OWN_PARAMS: dict[str, Any] = {"inner": "kontext", "canvas_width": None, "canvas_height": None}
+#: the wrapper's own parameters (what ``plugins --params`` lists above the inner's); every other
+#: key of its config node is the inner expert's
+OWN_PARAMETERS: tuple[Param, ...] = (
+    Param("inner", str, "kontext", "the image expert given the chosen image (reads current_image)"),
+    Param(
+        "canvas_width",
+        (int, None),
+        None,
+        "width of the blank canvas; null: the inner's width, else 1024",
+        ge=16,
+    ),
+    Param(
+        "canvas_height",
+        (int, None),
+        None,
+        "height of the blank canvas; null: the inner's height, else 1024",
+        ge=16,
+    ),
+)
+OWN_PARAMS: dict[str, Any] = {p.name: p.default for p in OWN_PARAMETERS}
 #: the canvas side when neither ``canvas_*`` nor the inner's ``width``/``height`` give one
 DEFAULT_CANVAS_SIDE = 1024
 
@@ -87,8 +105,13 @@ class ReferenceConditioned(ImageExpert):
 
     version = "1"
     baseline = True
+    task = "vistorybench"
     reads: ClassVar[tuple[str, ...]] = ("image_prompt", "current_image")
     parameters = None
+    # a wrapper: its own parameters, and the one naming the inner expert that takes the others
+    # (``python -m omnistory_core plugins --params image=first_ref`` lists both)
+    own_parameters = OWN_PARAMETERS
+    inner_parameter = "inner"
 
     def __init__(self, **params: Any) -> None:
         own = {k: params.pop(k, default) for k, default in OWN_PARAMS.items()}

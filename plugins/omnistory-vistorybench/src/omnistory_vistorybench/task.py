@@ -23,7 +23,9 @@ generate`, which writes the official method-output layout.  The inputs a generat
                     prompt in the loaded language); for methods that read the whole cast
 ==================  ===========================================================================
 
-ViStoryBench has no gold image, so there are no ``reference_inputs``.
+ViStoryBench has no gold image, so there are no ``reference_inputs``.  Every input, its keys and
+the official field each comes from: :mod:`omnistory_vistorybench.inputs` (``python -m
+omnistory_core tasks --inputs vistorybench``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omnistory_core.api import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
+from omnistory_vistorybench.inputs import INPUTS as INPUT_DOCS
 
 #: the names a generation component of this task may declare in ``reads``
 INPUTS: tuple[str, ...] = (
@@ -118,6 +121,12 @@ def _evaluation(job_dirs: Any, config: Any) -> Any:
     return task_evaluation(job_dirs, config)
 
 
+def _harness() -> Any:
+    from omnistory_vistorybench.harness import VistoryHarness
+
+    return VistoryHarness()
+
+
 def _job_name(cfg: Any) -> str:
     from omnistory_vistorybench.runs import job_name
 
@@ -167,6 +176,10 @@ VISTORYBENCH = Task(
     generate=_generate,
     evaluation=_evaluation,
     report=_report,
+    fixture="vistory_fixture",
+    input_docs=INPUT_DOCS,
+    harness=_harness,
+    scaffold="omnistory_vistorybench.scaffold",
     job_name=_job_name,
     export=_export,
 )

@@ -154,6 +154,7 @@ class AestheticMetric(Metric):
 
     name = "aesthetic"
     version = "1"
+    task = "vistorybench"
     track = "quality"
     criteria = ("aesthetic_score",)
     scope = "group"

@@ -499,6 +499,7 @@ class CIDSMetric(Metric):
 
     name = "cids"
     version = "3"
+    task = "vistorybench"
     track = "character"
     criteria = CRITERIA
     scope = "group"

@@ -172,6 +172,7 @@ class CSDMetric(Metric):
 
     name = "csd"
     version = "1"
+    task = "vistorybench"
     track = "style"
     criteria = ("self_csd", "cross_csd")
     scope = "group"

@@ -159,6 +159,7 @@ class InceptionScoreMetric(Metric):
 
     name = "diversity"
     version = "2"
+    task = "vistorybench"
     track = "diversity"
     criteria = ("inception_score",)
     scope = "run"

@@ -337,6 +337,7 @@ class PromptAlignMetric(Metric):
 
     name = "prompt_align"
     version = "1"
+    task = "vistorybench"
     track = "prompt"
     criteria = CRITERIA
     scope = "item"
