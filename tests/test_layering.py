@@ -1,6 +1,6 @@
-"""Layering of the four distributions: no import circle at file level or at package level (not even
-through imports inside functions), the core imports none of the distributions that plug into it,
-and the old-name modules are gone.
+"""Layering of the whole repository (the core and every distribution under ``plugins/``): no import
+circle at file level or at package level (not even through imports inside functions), the core
+imports none of the distributions that plug into it, and the old-name modules are gone.
 
 The import graph comes from ``tools/import_cycles.py`` (sources parsed, nothing imported).
 """
@@ -17,7 +17,15 @@ CORE = ROOT / "omnistory_core"
 EVAL = ROOT / "plugins/omnistory-eval/src/omnistory_eval"
 REPORT = ROOT / "plugins/omnistory-report/src/omnistory_report"
 TESTKIT = ROOT / "plugins/omnistory-testkit/src/omnistory_testkit"
-PACKAGES = (CORE, EVAL, REPORT, TESTKIT)
+#: the core and the import package of every distribution under plugins/ (src layout)
+PACKAGES = (CORE,) + tuple(
+    sorted(
+        package
+        for src in (ROOT / "plugins").glob("*/src")
+        for package in src.iterdir()
+        if (package / "__init__.py").is_file()
+    )
+)
 
 
 def _tool():
@@ -29,6 +37,18 @@ def _tool():
 
 
 cycles = _tool()
+
+
+def test_every_distribution_is_analysed() -> None:
+    distributions = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+    analysed = {p.parents[1].name for p in PACKAGES[1:]}
+    assert [d for d in distributions if d not in analysed] == []
+    assert {
+        EVAL,
+        REPORT,
+        TESTKIT,
+        ROOT / "plugins/omnistory-vistorybench/src/omnistory_vistorybench",
+    } <= set(PACKAGES)
 
 
 def test_no_module_level_import_cycle() -> None:

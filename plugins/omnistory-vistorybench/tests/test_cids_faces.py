@@ -154,13 +154,10 @@ def story(tmp_path_factory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> dict[str, str]:
+    from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE
+    from omnistory_vistorybench.metrics._face_crops import RETINAFACE_FILE, SCRFD_FILE
     from omnistory_vistorybench.metrics._face_nets import InceptionResnetV1
-    from omnistory_vistorybench.metrics.face import (
-        ARCFACE_FILE,
-        FACENET_FILE,
-        RETINAFACE_FILE,
-        SCRFD_FILE,
-    )
+    from omnistory_vistorybench.metrics.face import FACENET_FILE
 
     pretrain = tmp_path_factory.mktemp("pretrain")
     glintr = build_tiny_glintr(pretrain / ARCFACE_FILE, seed=5)

@@ -2,7 +2,7 @@
 per policy -> the official leaderboard, beside the published runs.
 
 Every scored system is one run (``<method>/<mode>/<lang>/<timestamp>``, see
-:func:`omnistory_vistorybench.evaluation.run_label`); :class:`RunInfo` says where it lies (from
+:func:`omnistory_vistorybench.sources.run_label`); :class:`RunInfo` says where it lies (from
 the evaluation's ``systems.json``, else the job manifests, else the label itself).  Its shot rows
 are averaged per story, its story rows are story values, its run rows dataset-level values; each
 run gives one row per split it is ranked on (its own split, and for a full run its lite stories

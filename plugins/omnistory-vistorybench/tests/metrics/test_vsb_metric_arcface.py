@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 from omnistory_vistorybench.metrics import cids
 from omnistory_vistorybench.metrics._arcface import (
+    ARCFACE_FILE,
     MXNET_MEAN_STD,
     TORCH_MEAN_STD,
+    ArcFaceEmbedder,
     input_mean_std,
     onnx_providers,
 )
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Encoded
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
-    ARCFACE_FILE,
     FACENET_FILE,
     AdaFaceEmbedder,
-    ArcFaceEmbedder,
     FaceMixEncoder,
     FaceNetEmbedder,
     build_arcface,

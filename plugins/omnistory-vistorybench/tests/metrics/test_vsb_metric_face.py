@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics._face_crops import face_pixels
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Encoder
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
@@ -19,7 +20,6 @@ from omnistory_vistorybench.metrics.face import (
     adaface_state_dict,
     build_face_mix,
     face_model_names,
-    face_pixels,
 )
 from vsb_metric_images import halves, noise, write_image
 

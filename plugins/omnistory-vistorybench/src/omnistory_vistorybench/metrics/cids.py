@@ -49,6 +49,7 @@ from typing import Any
 
 from omnistory_core.api import ComponentError, EvalResult, Metric, Param
 from omnistory_vistorybench.metrics import math as vmath
+from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE
 from omnistory_vistorybench.metrics._common import (
     candidate_shots,
     media_exists,
@@ -62,6 +63,7 @@ from omnistory_vistorybench.metrics._common import (
     story_characters,
     story_shots,
 )
+from omnistory_vistorybench.metrics._face_crops import RETINAFACE_FILE, SCRFD_FILE
 from omnistory_vistorybench.metrics.clip_encoder import (
     OFFICIAL_CLIP,
     Detection,
@@ -71,12 +73,9 @@ from omnistory_vistorybench.metrics.clip_encoder import (
 )
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
-    ARCFACE_FILE,
     FACE_ALIGNMENTS,
     FACENET_FILE,
     OFFICIAL_FACE_MODELS,
-    RETINAFACE_FILE,
-    SCRFD_FILE,
     scrfd_weights,
 )
 from omnistory_vistorybench.metrics.single_action import (
