@@ -9,7 +9,7 @@ loaded by the metric's own loading code: a tiny SCRFD and glintr100-like ONNX pa
 a RetinaFace-ResNet50 checkpoint and random FaceNet weights, a tiny CLIP.  The detector of
 character boxes (GroundingDINO, tested on its own in metrics/test_vsb_metric_grounding.py) is
 replaced in the command's process by boxes scripted per image size, registered through
-``cids.register_detector`` from a ``sitecustomize`` module.
+``cids_scoring.register_detector`` from a ``sitecustomize`` module.
 
 The reference below re-implements ``cids_evaluator.py``'s story loop (top-1 reference boxes,
 face-less reference crops dropped, candidates by decreasing logit, the Hungarian assignment of
@@ -67,7 +67,7 @@ SHOTS = [(1, ["Ann", "Bob"]), (2, ["Ann"]), (3, ["Bob"]), (4, ["Ann", "Bob"])]
 
 SITECUSTOMIZE = '''
 import json, os
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids, cids_scoring
 from omnistory_vistorybench.metrics.clip_encoder import Detection
 
 
@@ -87,7 +87,7 @@ def _scripted(params):
         return Scripted(json.load(f))
 
 
-cids.register_detector("scripted", _scripted)
+cids_scoring.register_detector("scripted", _scripted)
 '''
 
 

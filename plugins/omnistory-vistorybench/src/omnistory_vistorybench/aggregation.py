@@ -92,7 +92,7 @@ def run_infos(
     jobs: Mapping[str, Any],
 ) -> dict[str, RunInfo]:
     """Each system's :class:`RunInfo`: what the evaluation recorded, else its job directory's
-    manifest (``jobs``: label -> ``report.JobRun``; a bare method name, as scores written
+    manifest (``jobs``: label -> ``report_inputs.JobRun``; a bare method name, as scores written
     before runs were labelled had it, is that method's only job), else read from its label
     (``method/mode/lang/timestamp``; a bare name is the method, mode ``base``, ``en``)."""
     out: dict[str, RunInfo] = {}

@@ -94,7 +94,7 @@ DEPARTURES: tuple[FidelityRow, ...] = (
         " (IDEA-Research/grounding-dino-tiny is the same SwinT-OGC weights, converted); same"
         " caption, resize, normalisation and box filter (groundingdino-py's BERT wrapper"
         " breaks on transformers 5: IDEA-Research/GroundingDINO#446, #458)",
-        "`detector=NAME`: any detector registered with cids.register_detector, e.g."
+        "`detector=NAME`: any detector registered with cids_scoring.register_detector, e.g."
         " groundingdino-py wrapped in an environment with transformers 4",
         "possibly: float differences can flip a box at the 0.25 thresholds",
     ),
