@@ -161,3 +161,17 @@ def test_old_name_modules_are_gone() -> None:
     assert not left, left
     sources = "\n".join(p.read_text() for p in CORE.rglob("*.py"))
     assert "sys.modules[__name__] =" not in sources
+
+
+#: the largest a module may be (CONTRIBUTING: small modules); checked where the house was split
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_of_the_vistorybench_plugin_is_over_500_lines() -> None:
+    package = ROOT / "plugins/omnistory-vistorybench/src/omnistory_vistorybench"
+    sizes = {
+        str(path.relative_to(package)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package.rglob("*.py")
+    }
+    assert len(sizes) > 20
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}

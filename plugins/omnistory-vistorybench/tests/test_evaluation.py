@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("openai")
 
 sys.path.insert(0, str(Path(__file__).parent / "metrics"))
-from omnistory_vistorybench.metrics.prompt_align import (  # noqa: E402
+from omnistory_vistorybench.metrics.alignment_judge import (  # noqa: E402
     RUBRIC_FILES,
     SINGLE_CHARACTER_RUBRIC,
 )

@@ -104,7 +104,8 @@ def unindexed(tmp_path: Path) -> Path:
 
 
 def test_a_story_with_images_at_no_index_scores_zero(unindexed: Path, tmp_path: Path) -> None:
-    from omnistory_vistorybench.metrics.prompt_align import RUBRIC_FILES, PromptAlignMetric
+    from omnistory_vistorybench.metrics.alignment_judge import RUBRIC_FILES
+    from omnistory_vistorybench.metrics.prompt_align import PromptAlignMetric
 
     ev = evaluation(unindexed)
     group = unit(ev.scoped("group"), "offbyone", "01")

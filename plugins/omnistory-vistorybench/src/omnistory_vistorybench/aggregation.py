@@ -29,6 +29,7 @@ import pandas as pd
 
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import leaderboard as lb
+from omnistory_vistorybench import means as vmeans
 
 POLICIES: tuple[str, ...] = ("official", "valid_only", "zero_filled")
 #: the paper's names of the 12 metrics (and of the Alignment Score, the prompt-alignment mean),
@@ -279,10 +280,10 @@ def our_run_tables(
         zero = _long(part, "zero")
         for policy in POLICIES:
             source = zero if policy == "zero_filled" else valid
-            tables[policy].append(lb.run_means(source, splits=splits, policy=policy))
+            tables[policy].append(vmeans.run_means(source, splits=splits, policy=policy))
         for split, ids in splits.items():
-            base = lb.story_means(valid, ids, split=split)
-            filled = lb.story_means(zero, ids, split=split)
+            base = vmeans.story_means(valid, ids, split=split)
+            filled = vmeans.story_means(zero, ids, split=split)
             base["zero_filled"] = filled["zero_filled"].to_numpy()
             base.insert(0, "split", split)
             base.insert(1, "system", str(system))

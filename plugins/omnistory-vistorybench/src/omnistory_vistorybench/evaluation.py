@@ -67,7 +67,7 @@ from typing import Any
 
 from omnistory_core.kit.jobs import MediaHasher
 from omnistory_vistorybench import dataset as vistory
-from omnistory_vistorybench import layout
+from omnistory_vistorybench import layout, records
 from omnistory_vistorybench.metrics._common import UNINDEXED
 from omnistory_vistorybench.planned import PlannedMedia, planned_source
 from omnistory_vistorybench.sources import (
@@ -266,7 +266,7 @@ def task_evaluation(
 # -- units ----------------------------------------------------------------------------------------
 
 
-def shot_fields(story: vistory.Story, shot: vistory.Shot, english: vistory.Story | None) -> dict:
+def shot_fields(story: records.Story, shot: records.Shot, english: records.Story | None) -> dict:
     """A shot as the metrics read it: index, onstage keys, texts in English and the run's
     language."""
     en_shot = _find_shot(english, shot.index)
@@ -285,7 +285,7 @@ def shot_fields(story: vistory.Story, shot: vistory.Shot, english: vistory.Story
     }
 
 
-def _find_shot(story: vistory.Story | None, index: int) -> vistory.Shot | None:
+def _find_shot(story: records.Story | None, index: int) -> records.Shot | None:
     if story is None:
         return None
     try:
@@ -294,7 +294,7 @@ def _find_shot(story: vistory.Story | None, index: int) -> vistory.Shot | None:
         return None
 
 
-def story_characters(story: vistory.Story, media: MediaHasher) -> dict[str, dict[str, Any]]:
+def story_characters(story: records.Story, media: MediaHasher) -> dict[str, dict[str, Any]]:
     return {
         key: {
             "name": c.name or c.name_en or key,
@@ -381,7 +381,7 @@ def pooled_stories(runs: Iterable[layout.OutputRun]) -> dict[str, layout.StoryOu
     return merged
 
 
-def _is_full_run(stories: Iterable[vistory.Story]) -> bool:
+def _is_full_run(stories: Iterable[records.Story]) -> bool:
     """Whether a run's stories mix lite stories and others (it is then ranked on both splits)."""
     lite = [s.id in vistory.LITE_STORY_IDS for s in stories]
     return any(lite) and not all(lite)

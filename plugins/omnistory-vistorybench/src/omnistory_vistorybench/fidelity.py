@@ -3,7 +3,7 @@ user of this plugin may get differ, written from the code so the documentation c
 
 Its rows come from three sources:
 
-* :data:`.metrics.math.FIDELITY` -- official quirks that every metric's ``faithful=true`` (the
+* :data:`.metrics.quirks.FIDELITY` -- official quirks that every metric's ``faithful=true`` (the
   default) reproduces and ``faithful=false`` replaces;
 * :data:`OPTIONS` -- official behaviours kept by default, each with a named option that departs
   from it;
@@ -103,7 +103,7 @@ DEPARTURES: tuple[FidelityRow, ...] = (
 
 def rows() -> list[FidelityRow]:
     """Every row: the ``faithful`` quirks, the named options, the departures."""
-    from omnistory_vistorybench.metrics.math import FIDELITY
+    from omnistory_vistorybench.metrics.quirks import FIDELITY
 
     quirks = [
         FidelityRow(metric, official, faithful, f"`faithful=false`: {alternative}", SAME)

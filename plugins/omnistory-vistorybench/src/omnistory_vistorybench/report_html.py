@@ -24,6 +24,7 @@ from omnistory_core.api import DatasetError
 from omnistory_vistorybench import aggregation as agg
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import leaderboard as lb
+from omnistory_vistorybench import records
 from omnistory_vistorybench.report_inputs import JobRun
 
 log = logging.getLogger("omnistory")
@@ -264,7 +265,7 @@ def _stories(page: Page) -> list[_Story]:
     reference images then)."""
     stories: dict[str, _Story] = {}
     from_dataset: set[str] = set()
-    loaded: dict[str, list[vistory.Story]] = {}
+    loaded: dict[str, list[records.Story]] = {}
     for run in page.runs.values():
         key = json.dumps(
             [run.dataset.get("root"), run.dataset.get("name"), run.split, run.language,
@@ -293,7 +294,7 @@ def _stories(page: Page) -> list[_Story]:
     return sorted(stories.values(), key=lambda s: (len(s.story_id), s.story_id))
 
 
-def _load_stories(run: JobRun, notes: list[str]) -> list[vistory.Story]:
+def _load_stories(run: JobRun, notes: list[str]) -> list[records.Story]:
     spec = run.dataset
     root = spec.get("root")
     path = Path(str(root)) if root else None
@@ -306,7 +307,7 @@ def _load_stories(run: JobRun, notes: list[str]) -> list[vistory.Story]:
         return vistory.load_stories(
             path,
             split=run.split if run.split in vistory.SPLITS else "full",
-            language=run.language if run.language in vistory.LANGUAGES else "en",
+            language=run.language if run.language in records.LANGUAGES else "en",
             stories=run.story_ids,
         )
     except (DatasetError, OSError) as exc:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from omnistory_core.api import SCOPES, STATUSES, UserError
 from omnistory_vistorybench import aggregation as agg
-from omnistory_vistorybench import leaderboard as lb
+from omnistory_vistorybench import bench_csv
 
 log = logging.getLogger("omnistory")
 
@@ -230,7 +230,7 @@ def read_published(paths: Sequence[str | Path]) -> pd.DataFrame | None:
         if not path.is_file():
             raise ReportError(f"--bench-results-csv {path}: no such file")
         try:
-            frames.append(lb.read_bench_results_csv(path))
+            frames.append(bench_csv.read_bench_results_csv(path))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ReportError(
                 str(exc) if isinstance(exc, ValueError) else f"{path}: {exc}"

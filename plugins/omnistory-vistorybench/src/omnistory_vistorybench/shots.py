@@ -21,6 +21,7 @@ from omnistory_core.kit.jobs import (
     MediaHasher,
 )
 from omnistory_vistorybench import dataset as vistory
+from omnistory_vistorybench import records
 
 log = logging.getLogger("omnistory")
 
@@ -46,8 +47,8 @@ class LoadedDataset:
     """The job's dataset: its spec (root resolved), stories, shot records and fingerprint."""
 
     spec: dict[str, Any]
-    stories: list[vistory.Story]
-    records: list[vistory.ShotRecord]
+    stories: list[records.Story]
+    records: list[records.ShotRecord]
     fingerprint: str
 
 
@@ -109,7 +110,7 @@ def load_dataset(spec: Mapping[str, Any]) -> LoadedDataset:
 def one_line(exc: DatasetError) -> str:
     """A dataset error as one line: the summary (it names the file) and the first problems."""
     shown = [
-        p.message if p.field == vistory.WHOLE_FILE else f"{p.field}: {p.message}"
+        p.message if p.field == records.WHOLE_FILE else f"{p.field}: {p.message}"
         for p in exc.problems[:3]
     ]
     more = len(exc.problems) - len(shown)
@@ -122,7 +123,7 @@ def one_line(exc: DatasetError) -> str:
 
 
 def shot_inputs(
-    record: vistory.ShotRecord, story: vistory.Story, media: MediaHasher
+    record: records.ShotRecord, story: records.Story, media: MediaHasher
 ) -> dict[str, Any]:
     """Everything a component may read about one shot (the task's ``inputs``)."""
     refs = [

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.api import ConfigError, UserError
-from omnistory_vistorybench import dataset as vistory
-from omnistory_vistorybench import declared, layout
+from omnistory_vistorybench import declared, layout, records
 
 
 class EvaluationError(UserError):
@@ -145,9 +144,9 @@ def vistory_fixture_name() -> str:
 @dataclass(frozen=True)
 class _Dataset:
     spec: dict[str, Any]
-    stories: list[vistory.Story]
-    records: list[vistory.ShotRecord]
-    english: dict[str, vistory.Story]
+    stories: list[records.Story]
+    records: list[records.ShotRecord]
+    english: dict[str, records.Story]
     fingerprint: str
 
 

@@ -1,7 +1,7 @@
 """ViStoryBench as a task: one image per shot of a story, scored on 12 metrics in five ranked
 categories.
 
-Plain data (no heavy imports): the records are :class:`~omnistory_vistorybench.dataset.ShotRecord`
+Plain data (no heavy imports): the records are :class:`~omnistory_vistorybench.records.ShotRecord`
 (one per shot, ``group`` = the story); a job runs through :func:`omnistory_vistorybench.generate.
 generate`, which writes the official method-output layout.  The inputs a generation component may
 ``reads`` (built per shot by :func:`omnistory_vistorybench.shots.shot_inputs`):
@@ -135,7 +135,7 @@ VISTORYBENCH = Task(
         " characters' reference images"
     ),
     datasets=("vistory", "vistory_fixture"),
-    record="omnistory_vistorybench.dataset.ShotRecord",
+    record="omnistory_vistorybench.records.ShotRecord",
     inputs=INPUTS,
     reference_inputs=(),
     outputs=(OutputSlot("image", "image"),),

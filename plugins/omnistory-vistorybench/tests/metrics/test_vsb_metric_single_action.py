@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from omnistory_testkit import LocalChatServer, Reply
 from omnistory_vistorybench.metrics import cids, cids_scoring
-from omnistory_vistorybench.metrics.prompt_align import SINGLE_CHARACTER_RUBRIC
+from omnistory_vistorybench.metrics.alignment_judge import SINGLE_CHARACTER_RUBRIC
 from test_vsb_metric_cids import HalvesEncoder, SizeDetector
 from vsb_metric_images import halves, noise, write_image
 

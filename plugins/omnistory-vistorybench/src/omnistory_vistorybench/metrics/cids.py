@@ -135,7 +135,7 @@ class CIDSMetric(Metric):
     reads = ("candidate_shots", "characters", "shots", "character_images")
     description = "CIDS (detector + encoders + Hungarian matching), OCCM and copy-paste rate"
     parameters = (
-        Param("detector", str, "groundingdino", "detector name (see cids.DETECTORS)"),
+        Param("detector", str, "groundingdino", "detector name (see cids_scoring.DETECTORS)"),
         Param(
             "detector_checkpoint",
             (str, None),
@@ -243,7 +243,7 @@ class CIDSMetric(Metric):
         ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 16, "crops per forward pass", runtime=True, ge=1),
-        Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
+        Param("faithful", bool, True, "keep the official quirks (see quirks.FIDELITY)"),
     )
 
     def __init__(self, **params: Any):

@@ -175,7 +175,7 @@ def judge_needs(params: Mapping[str, Any], name: str) -> list[dict[str, str]]:
     """With ``judge_base_url``: the single-character rubric, the server, the key."""
     from urllib.parse import urlparse
 
-    from omnistory_vistorybench.metrics.prompt_align import chat_base_url
+    from omnistory_vistorybench.metrics.alignment_judge import chat_base_url
 
     base_url = chat_base_url(params.get("judge_base_url"))
     if not base_url:
