@@ -7,6 +7,7 @@ The import graph comes from ``tools/import_cycles.py`` (sources parsed, nothing 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def _tool():
 cycles = _tool()
 
 
+@functools.cache
+def _graph(lazy: bool) -> dict[str, set[str]]:
+    """The repository's import graph, parsed once for all the tests here (about 3 s each)."""
+    return cycles.import_graph(PACKAGES, lazy=lazy)
+
+
 def test_every_distribution_is_analysed() -> None:
     distributions = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
     analysed = {p.parents[1].name for p in PACKAGES[1:]}
@@ -52,7 +59,7 @@ def test_every_distribution_is_analysed() -> None:
 
 
 def test_no_module_level_import_cycle() -> None:
-    found = cycles.describe(cycles.import_graph(PACKAGES))
+    found = cycles.describe(_graph(False))
     assert not found, "module-level import cycles:\n" + "\n".join(found)
 
 
@@ -60,8 +67,8 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
     """An import inside a function still ties two modules together: none may close a circle.
     (Fix one by moving what both modules need into the lower one or a small leaf module, as
     ``omnistory_core.errors`` and ``omnistory_testkit._common`` are.)"""
-    graph = cycles.import_graph(PACKAGES, lazy=True)
-    assert sum(map(len, graph.values())) > sum(map(len, cycles.import_graph(PACKAGES).values())), (
+    graph = _graph(True)
+    assert sum(map(len, graph.values())) > sum(map(len, _graph(False).values())), (
         "no import inside a function found: lazy imports not counted"
     )
     found = cycles.describe(graph)
@@ -71,7 +78,7 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
 def test_no_package_level_import_loop() -> None:
     """Rooms (``omnistory_core.engine``, ``omnistory_core.kit``, ``omnistory_eval.judges``,
     ``omnistory_core.plugins``, ...) form no loop either, lazy imports included."""
-    rooms = cycles.package_graph(cycles.import_graph(PACKAGES, lazy=True))
+    rooms = cycles.package_graph(_graph(True))
     assert "omnistory_core.engine" in rooms and "omnistory_core.kit" in rooms
     found = cycles.describe(rooms)
     assert not found, "package-level import loops:\n" + "\n".join(found)
@@ -89,7 +96,7 @@ def test_no_package_level_import_loop() -> None:
 def test_a_distribution_imports_only_what_it_depends_on(
     package: Path, forbidden: tuple[str, ...]
 ) -> None:
-    graph = cycles.import_graph(PACKAGES, lazy=True)
+    graph = _graph(True)
     own = package.name
     wrong = sorted(
         f"{module} -> {target}"
