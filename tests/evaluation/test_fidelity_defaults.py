@@ -1,4 +1,5 @@
-"""The README's "Fidelity" decisions: each default is the paper's words, each alternative an option.
+"""The "Fidelity" decisions (docs/evaluation.md): each default is the paper's words, each
+alternative an option.
 
 * Whisper is given the audio file path (App. E.2), ``asr_input=array`` the librosa signal;
 * SpeechBrain's log posteriors become probabilities before averaging (App. E.2),

@@ -22,8 +22,8 @@ from omnistory_testkit.image_servers import ImageReply
 from omnistory_testkit.runs import run_task_job
 from omnistory_testkit.servers import BatchFate
 from omnistory_vistorybench.dataset import fixture_root, load_stories, shot_records
-from omnistory_vistorybench.generate import shot_inputs
 from omnistory_vistorybench.hosted import STORY_READS, story_form
+from omnistory_vistorybench.shots import shot_inputs
 
 from omnistory_core.api import Failure, ImageOutput
 from omnistory_core.kit.batches import BATCH_DISCOUNT, BatchLedger

@@ -9,7 +9,7 @@ loaded by the metric's own loading code: a tiny SCRFD and glintr100-like ONNX pa
 a RetinaFace-ResNet50 checkpoint and random FaceNet weights, a tiny CLIP.  The detector of
 character boxes (GroundingDINO, tested on its own in metrics/test_vsb_metric_grounding.py) is
 replaced in the command's process by boxes scripted per image size, registered through
-``cids.register_detector`` from a ``sitecustomize`` module.
+``cids_scoring.register_detector`` from a ``sitecustomize`` module.
 
 The reference below re-implements ``cids_evaluator.py``'s story loop (top-1 reference boxes,
 face-less reference crops dropped, candidates by decreasing logit, the Hungarian assignment of
@@ -67,7 +67,7 @@ SHOTS = [(1, ["Ann", "Bob"]), (2, ["Ann"]), (3, ["Bob"]), (4, ["Ann", "Bob"])]
 
 SITECUSTOMIZE = '''
 import json, os
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids, cids_scoring
 from omnistory_vistorybench.metrics.clip_encoder import Detection
 
 
@@ -87,7 +87,7 @@ def _scripted(params):
         return Scripted(json.load(f))
 
 
-cids.register_detector("scripted", _scripted)
+cids_scoring.register_detector("scripted", _scripted)
 '''
 
 
@@ -154,13 +154,10 @@ def story(tmp_path_factory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> dict[str, str]:
+    from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE
+    from omnistory_vistorybench.metrics._face_crops import RETINAFACE_FILE, SCRFD_FILE
     from omnistory_vistorybench.metrics._face_nets import InceptionResnetV1
-    from omnistory_vistorybench.metrics.face import (
-        ARCFACE_FILE,
-        FACENET_FILE,
-        RETINAFACE_FILE,
-        SCRFD_FILE,
-    )
+    from omnistory_vistorybench.metrics.face import FACENET_FILE
 
     pretrain = tmp_path_factory.mktemp("pretrain")
     glintr = build_tiny_glintr(pretrain / ARCFACE_FILE, seed=5)

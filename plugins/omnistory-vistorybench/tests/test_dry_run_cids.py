@@ -16,7 +16,7 @@ from omnistory_testkit import run_cli
 from omnistory_testkit.checkpoints import OFFLINE_ENV
 from omnistory_vistorybench.dataset import fixture_root, load_stories
 from omnistory_vistorybench.layout import read_outputs
-from omnistory_vistorybench.metrics.prompt_align import SINGLE_CHARACTER_RUBRIC
+from omnistory_vistorybench.metrics.alignment_judge import SINGLE_CHARACTER_RUBRIC
 
 FIXTURE = fixture_root()
 #: the fixture's usable shots (story.json indices; 01 shot 6 lacks a field)

@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("openai")
 
 sys.path.insert(0, str(Path(__file__).parent / "metrics"))
-from omnistory_vistorybench.metrics.prompt_align import (  # noqa: E402
+from omnistory_vistorybench.metrics.alignment_judge import (  # noqa: E402
     RUBRIC_FILES,
     SINGLE_CHARACTER_RUBRIC,
 )
@@ -423,8 +423,8 @@ def test_the_pre_flight_lists_what_each_metric_needs_before_scoring(tmp_path: Pa
 
 
 def test_every_run_is_the_system_of_its_full_official_run_key() -> None:
-    from omnistory_vistorybench.evaluation import run_label
     from omnistory_vistorybench.layout import RunKey
+    from omnistory_vistorybench.sources import run_label
 
     # the same label whichever runs are scored with it: rows merged over several evaluations
     # stay one run's, and the report averages runs per (method, mode) from these levels

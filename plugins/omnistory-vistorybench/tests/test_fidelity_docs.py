@@ -1,4 +1,4 @@
-"""The README's Fidelity table is the code's (metrics.math.FIDELITY, fidelity.OPTIONS and
+"""The README's Fidelity table is the code's (metrics.quirks.FIDELITY, fidelity.OPTIONS and
 fidelity.DEPARTURES), and every row names an option."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omnistory_vistorybench.fidelity import DEPARTURES, OPTIONS, readme_tables, rows, tables
-from omnistory_vistorybench.metrics.math import FIDELITY
+from omnistory_vistorybench.metrics.quirks import FIDELITY
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

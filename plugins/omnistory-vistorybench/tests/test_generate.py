@@ -23,12 +23,12 @@ from omnistory_vistorybench.dataset import (
     shot_records,
 )
 from omnistory_vistorybench.experts import BACKGROUND, CopyPasteImage, stitch
-from omnistory_vistorybench.generate import MediaHasher, RefMedia, shot_inputs
 from omnistory_vistorybench.layout import RunKey, read_outputs
+from omnistory_vistorybench.shots import RefMedia, shot_inputs
 from PIL import Image
 
 from omnistory_core.api import Media
-from omnistory_core.kit.jobs import item_key
+from omnistory_core.kit.jobs import MediaHasher, item_key
 
 FIXTURE = fixture_root()
 #: the story.json indices of the fixture's usable shots (01 shot 6 lacks a field)
@@ -296,7 +296,8 @@ def test_copy_paste_declares_its_parameters() -> None:
 def test_an_image_expert_is_told_which_shot_it_draws(tmp_path: Path) -> None:
     """current_example() names the shot's record id (logging only: not part of the key)."""
     from omnistory_vistorybench.dataset import fixture_root
-    from omnistory_vistorybench.generate import ShotSystem, load_dataset, run_image_stage
+    from omnistory_vistorybench.generate import run_image_stage
+    from omnistory_vistorybench.shots import ShotSystem, load_dataset
 
     from omnistory_core.api import ImageExpert, current_example
     from omnistory_core.kit.jobs import Store

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from omnistory_vistorybench import bench_csv
 from omnistory_vistorybench import leaderboard as lb
+from omnistory_vistorybench import means as vmeans
 
 RANKS = [lb.CATEGORY_HEADERS[c] for c in lb.CATEGORIES]
 ALL_METRICS = [m for subs in lb.CATEGORIES.values() for m in subs]
@@ -409,7 +411,7 @@ def test_reads_an_official_bench_results_csv(tmp_path: Path) -> None:
         + ["60", "0.2", "0.3", "", "1", "1", "1"],
     ]
     path = _write_csv(tmp_path / "bench_results_lite.csv", rows)
-    frame = lb.read_bench_results_csv(path)
+    frame = bench_csv.read_bench_results_csv(path)
     assert list(frame.columns[:5]) == list(lb.KEY_COLUMNS)
     assert frame["split"].unique().tolist() == ["lite"]
     assert frame[["method", "mode", "language"]].values.tolist()[1] == ["UNO", "base", "ch"]
@@ -433,14 +435,14 @@ def test_reads_an_official_bench_results_csv(tmp_path: Path) -> None:
         back = list(csv.reader(fh))
     assert back[0][:10] == list(lb.LEADERBOARD_HEADERS)
     assert back[1][:10] == ["", "UNO", "base", "1", "1", "1", "1", "1", "1", " - UNO"]
-    assert lb.read_bench_results_csv(path, split="x")["split"].iloc[0] == "x"
+    assert bench_csv.read_bench_results_csv(path, split="x")["split"].iloc[0] == "x"
 
 
 def test_all_runs_export_drops_non_metric_columns(tmp_path: Path) -> None:
     header = [*_HEADER[:5], "run.method", "metrics.diversity.scope.level"]
     row = ["A", "m", "en", "t", "1.5", "A", "x"]
     path = _write_csv(tmp_path / "bench_results.csv", [row], header)
-    frame = lb.read_bench_results_csv(path)
+    frame = bench_csv.read_bench_results_csv(path)
     assert list(frame.columns) == [*lb.KEY_COLUMNS, "aesthetic_score"]
     assert frame["split"].iloc[0] == "all"
 
@@ -470,7 +472,7 @@ def test_malformed_csv_names_file_row_and_column(
             r"'metrics\.aesthetic\.metrics\.aesthetic_score': 'high' is not a number"
         )
     with pytest.raises(ValueError, match=message) as info:
-        lb.read_bench_results_csv(path)
+        bench_csv.read_bench_results_csv(path)
     assert str(path) in str(info.value)
 
 
@@ -497,7 +499,7 @@ def _scores() -> pd.DataFrame:
 
 
 def test_story_means_official_valid_only_and_zero_filled() -> None:
-    means = lb.story_means(_scores()).set_index("metric")
+    means = vmeans.story_means(_scores()).set_index("metric")
     assert means.loc["occm", ["official", "valid_only"]].tolist() == [0.75, 0.75]
     # 01 and 04 have values, 02 counts 0, 03 (error) is left out: 1.5 / 3
     assert means.loc["occm", "zero_filled"] == pytest.approx(0.5)
@@ -519,7 +521,7 @@ def _row(story: str | None, metric: str, score: float, split: str = "") -> dict:
 
 def test_story_means_restricted_to_stories_and_dataset_value_wins() -> None:
     rows = pd.concat([_scores(), pd.DataFrame([_row(None, "occm", 0.1)])])
-    means = lb.story_means(rows, story_ids=["01", "02", "05"]).set_index("metric")
+    means = vmeans.story_means(rows, story_ids=["01", "02", "05"]).set_index("metric")
     assert means.loc["occm", "official"] == 0.1  # the dataset-scope value (scores.json)
     assert means.loc["occm", "valid_only"] == 1.0
     assert means.loc["occm", "zero_filled"] == pytest.approx(1 / 3)  # 05 has no row: 0
@@ -528,13 +530,13 @@ def test_story_means_restricted_to_stories_and_dataset_value_wins() -> None:
 def test_run_means_builds_the_bench_results_table() -> None:
     per_split = [_row("", "inception_score", 3.0, "lite"), _row("", "inception_score", 7.0, "full")]
     rows = pd.concat([_scores().iloc[:-1], pd.DataFrame(per_split)])
-    table = lb.run_means(rows, {"lite": ["01"], "full": None})
+    table = vmeans.run_means(rows, {"lite": ["01"], "full": None})
     assert list(table.columns) == [*lb.KEY_COLUMNS, "inception_score", "occm", "scene"]
     assert table[["split", "inception_score", "occm", "scene"]].values.tolist() == [
         ["lite", 3.0, 1.0, 2.0],
         ["full", 7.0, 0.75, 2.0],
     ]
-    zero = lb.run_means(rows, {"full": None}, policy="zero_filled")
+    zero = vmeans.run_means(rows, {"full": None}, policy="zero_filled")
     assert zero["occm"].iloc[0] == pytest.approx(0.5)
     board = lb.official_leaderboard(table)
     assert board[["split", "model", "mode", "overall_rank"]].values.tolist() == [
@@ -542,16 +544,16 @@ def test_run_means_builds_the_bench_results_table() -> None:
         ["full", "S", "base", 1],
     ]
     with pytest.raises(ValueError, match="policy"):
-        lb.run_means(rows, policy="mean")
+        vmeans.run_means(rows, policy="mean")
 
 
 def test_scores_table_errors() -> None:
     rows = _scores()
     with pytest.raises(ValueError, match="lacks column"):
-        lb.story_means(rows.drop(columns="status"))
+        vmeans.story_means(rows.drop(columns="status"))
     with pytest.raises(ValueError, match="status 'done'"):
-        lb.story_means(rows.assign(status="done"))
+        vmeans.story_means(rows.assign(status="done"))
     with pytest.raises(ValueError, match="no finite value"):
-        lb.story_means(rows.assign(status="ok"))
+        vmeans.story_means(rows.assign(status="ok"))
     with pytest.raises(ValueError, match="one row per"):
-        lb.story_means(pd.concat([rows, rows.iloc[[0]]]))
+        vmeans.story_means(pd.concat([rows, rows.iloc[[0]]]))

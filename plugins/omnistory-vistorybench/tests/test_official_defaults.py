@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from omnistory_vistorybench.dataset import fixture_root
 from omnistory_vistorybench.evaluation import LITE_RUN_UNIT, UNINDEXED, task_evaluation
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids_scoring
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Encoded
 
 FIXTURE = fixture_root()
@@ -52,9 +52,9 @@ class MeanColour:
         return np.asarray(a) @ np.asarray(b).T
 
 
-def scorer(**kwargs: Any) -> cids.StoryScorer:
+def scorer(**kwargs: Any) -> cids_scoring.StoryScorer:
     encoder = MeanColour()
-    return cids.StoryScorer(Halves(), lambda tag: encoder, **kwargs)
+    return cids_scoring.StoryScorer(Halves(), lambda tag: encoder, **kwargs)
 
 
 def evaluation(outputs: Path) -> Any:
@@ -104,7 +104,8 @@ def unindexed(tmp_path: Path) -> Path:
 
 
 def test_a_story_with_images_at_no_index_scores_zero(unindexed: Path, tmp_path: Path) -> None:
-    from omnistory_vistorybench.metrics.prompt_align import RUBRIC_FILES, PromptAlignMetric
+    from omnistory_vistorybench.metrics.alignment_judge import RUBRIC_FILES
+    from omnistory_vistorybench.metrics.prompt_align import PromptAlignMetric
 
     ev = evaluation(unindexed)
     group = unit(ev.scoped("group"), "offbyone", "01")
@@ -123,7 +124,7 @@ def test_a_story_with_images_at_no_index_scores_zero(unindexed: Path, tmp_path: 
     assert zero.status == "invalid"
     official = scorer().score(group.pool)
     assert official.status == "ok"
-    assert [official.scores[k] for k in cids.CRITERIA[:4]] == [0.0, 0.0, 0.0, 0.0]
+    assert [official.scores[k] for k in cids_scoring.CRITERIA[:4]] == [0.0, 0.0, 0.0, 0.0]
 
     # prompt alignment: each shot 0 without asking the judge, so the story mean is 0
     rubrics = tmp_path / "rubrics"
@@ -156,7 +157,7 @@ def test_mid_gen_references_are_the_methods_character_images(tmp_path: Path) -> 
     info = {"name": "切尔西", "name_en": "Chelsea", "tag": "non_human"}
     assert story.reference_media("Cat", info) == [story.generated[0]]
     assert story.reference_media("C1", info) == [story.generated[0]]  # the first that matches
-    with pytest.raises(cids.StoryUnscorable, match="'Dog'"):
+    with pytest.raises(cids_scoring.StoryUnscorable, match="'Dog'"):
         story.reference_media("Dog", {"name": "D", "name_en": "Dog"})
     # scored end to end: every character has its image, so the story scores
     result = scorer(ref_mode="mid-gen", faithful=False).score(group.pool)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from omnistory_testkit import run_cli
+from omnistory_vistorybench import bench_csv
 from omnistory_vistorybench import leaderboard as lb
 
 #: the official leaderboard CSV's headers, written out so that a change to the constants fails
@@ -106,7 +107,8 @@ def test_leaderboard_from_official_bench_results_csvs(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert _header_of(out / "leaderboard.csv")[:10] == OFFICIAL_HEADERS
-    frame = pd.concat([lb.read_bench_results_csv(lite), lb.read_bench_results_csv(full)])
+    read = bench_csv.read_bench_results_csv
+    frame = pd.concat([read(lite), read(full)])
     board = lb.official_leaderboard(frame, groups=lb.OFFICIAL_GROUPS)
     # the same input through official_leaderboard gives the same file, byte for byte
     assert (out / "leaderboard.csv").read_bytes() == _expected_csv(tmp_path, board, "all.csv")
@@ -387,7 +389,8 @@ def test_sweep_end_builds_the_report_then_scores_rank_beside_published(tmp_path:
     )
     assert proc.returncode == 0, proc.stderr
     timestamp = json.loads((job / "manifest.json").read_text())["layout"]["timestamp"]
-    published = pd.concat([lb.read_bench_results_csv(lite), lb.read_bench_results_csv(full)])
+    read = bench_csv.read_bench_results_csv
+    published = pd.concat([read(lite), read(full)])
     names = {"official": "leaderboard.csv"}
     names.update({p: f"leaderboard_{p}.csv" for p in ("valid_only", "zero_filled")})
     for policy, name in names.items():

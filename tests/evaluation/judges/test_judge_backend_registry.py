@@ -32,10 +32,12 @@ def test_base_imports_no_concrete_backend_and_the_registry_none_at_import():
     assert out.stdout.strip() == "[]"
 
 
-def test_create_backend_by_name_and_old_import_location():
-    from omnistory_eval.judges.backends.base import BACKENDS, create_backend
+def test_create_backend_by_name_from_the_registry_only():
+    from omnistory_eval.judges.backends import BACKENDS, create_backend
 
     assert create_backend is registry.create_backend and BACKENDS == registry.BACKENDS
+    # the old home forwards nothing: base.py and the registry would import each other
+    assert not hasattr(base, "create_backend") and not hasattr(base, "BACKENDS")
     spec = JUDGE_SPECS["text-qwen3-30b-a3b"]
     backend = create_backend("openai", spec, {"base_url": "http://127.0.0.1:9/v1"})
     assert type(backend).__name__ == "OpenAICompatibleBackend"

@@ -14,20 +14,34 @@ import json
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pandas as pd
 
 from omnistory_report.analysis.paper_tables import PaperItem
 from omnistory_report.tables import markdown_table
 
-if TYPE_CHECKING:
-    from omnistory_report.registry import Written
-
 INDEX_JSON = "paper_tables.json"
 
 
-def paper_index(written: Iterable[Written]) -> dict[str, dict[str, str]]:
+class _Table(Protocol):
+    @property
+    def paper(self) -> PaperItem | None: ...
+
+
+class _Written(Protocol):
+    """What :func:`paper_index` reads of the registry's ``Written`` (named by its shape: the
+    registry imports this module, so this one does not import the registry, not even for types)."""
+
+    @property
+    def table(self) -> _Table: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def absent(self) -> str | None: ...
+
+
+def paper_index(written: Iterable[_Written]) -> dict[str, dict[str, str]]:
     """Paper label -> title, section and file (or why it is absent), in the registry's order."""
     return {
         w.table.paper.label: _entry(w.table.paper, w.file, w.absent)

@@ -6,8 +6,8 @@ from a :class:`~omnistory_report.context.Context` and how it is written (``leade
 ``table``: CSV + Markdown, ``figure``: PNG + SVG).  :data:`PAPER_TABLES` lists them: the
 leaderboard, the Appendix-F statistics, the failures, the report's figures, then the paper's
 numbered tables and figures under their paper names.  :func:`make_and_write` runs one;
-:mod:`omnistory_report.paper` writes the index of the paper's ones.  The README's table of paper
-tables (:func:`readme_table`) and the Omni-StoryBench task's ``tables``
+:mod:`omnistory_report.paper` writes the index of the paper's ones.  The docs' table of paper
+tables (docs/reports.md, :func:`readme_table`) and the Omni-StoryBench task's ``tables``
 (:func:`task_tables`) are generated from the same list.
 """
 
@@ -63,7 +63,7 @@ class Table:
 
     ``paper``: the paper's numbered table or figure it reproduces (listed in the index, which
     records ``absent[need]`` as the reason when a need is not met).  ``when`` and ``detail`` say
-    for the README when the report writes it.  ``shown``: linked from the HTML page.
+    for the docs (docs/reports.md) when the report writes it.  ``shown``: linked from the HTML page.
     ``errors_note``: carries the note on evaluator errors.
     """
 
@@ -543,8 +543,8 @@ def _numbers(kind: str, numbers: list[int]) -> str:
 
 
 def readme_table() -> str:
-    """The README's table of the paper's tables and figures: when each is written, what it needs
-    (tables with the same answers share a row)."""
+    """The table of the paper's tables and figures in docs/reports.md (once the README's): when
+    each is written, what it needs (tables with the same answers share a row)."""
     rows: dict[tuple[str, str, str], list[int]] = {}
     for t in PAPER_TABLES:
         if t.paper is not None:

@@ -2,7 +2,7 @@
 per policy -> the official leaderboard, beside the published runs.
 
 Every scored system is one run (``<method>/<mode>/<lang>/<timestamp>``, see
-:func:`omnistory_vistorybench.evaluation.run_label`); :class:`RunInfo` says where it lies (from
+:func:`omnistory_vistorybench.sources.run_label`); :class:`RunInfo` says where it lies (from
 the evaluation's ``systems.json``, else the job manifests, else the label itself).  Its shot rows
 are averaged per story, its story rows are story values, its run rows dataset-level values; each
 run gives one row per split it is ranked on (its own split, and for a full run its lite stories
@@ -29,6 +29,7 @@ import pandas as pd
 
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import leaderboard as lb
+from omnistory_vistorybench import means as vmeans
 
 POLICIES: tuple[str, ...] = ("official", "valid_only", "zero_filled")
 #: the paper's names of the 12 metrics (and of the Alignment Score, the prompt-alignment mean),
@@ -92,7 +93,7 @@ def run_infos(
     jobs: Mapping[str, Any],
 ) -> dict[str, RunInfo]:
     """Each system's :class:`RunInfo`: what the evaluation recorded, else its job directory's
-    manifest (``jobs``: label -> ``report.JobRun``; a bare method name, as scores written
+    manifest (``jobs``: label -> ``report_inputs.JobRun``; a bare method name, as scores written
     before runs were labelled had it, is that method's only job), else read from its label
     (``method/mode/lang/timestamp``; a bare name is the method, mode ``base``, ``en``)."""
     out: dict[str, RunInfo] = {}
@@ -279,10 +280,10 @@ def our_run_tables(
         zero = _long(part, "zero")
         for policy in POLICIES:
             source = zero if policy == "zero_filled" else valid
-            tables[policy].append(lb.run_means(source, splits=splits, policy=policy))
+            tables[policy].append(vmeans.run_means(source, splits=splits, policy=policy))
         for split, ids in splits.items():
-            base = lb.story_means(valid, ids, split=split)
-            filled = lb.story_means(zero, ids, split=split)
+            base = vmeans.story_means(valid, ids, split=split)
+            filled = vmeans.story_means(zero, ids, split=split)
             base["zero_filled"] = filled["zero_filled"].to_numpy()
             base.insert(0, "split", split)
             base.insert(1, "system", str(system))

@@ -4,7 +4,7 @@
 runs them (the optional planner stage, then the image stage), answering each from the store,
 read only, instead of calling the component:
 
-* every call's key is the real run's: the same shot inputs (:func:`~.generate.shot_pools`), the
+* every call's key is the real run's: the same shot inputs (:func:`~.shots.shot_pools`), the
   same projection on the component's ``reads``, the same calls (``call_units``: a group-unit
   expert makes one call per story) and the same reuse rule (``needs_recompute`` under
   ``engine.retry_failures``, the planner's unusable plans, the component's declaration), so a
@@ -50,14 +50,11 @@ from omnistory_core.kit.jobs import (
     retry_mode,
     write_plan,
 )
-from omnistory_vistorybench.task import VISTORYBENCH
+from omnistory_vistorybench import declared
+from omnistory_vistorybench.planned import UPSTREAM
 
 log = logging.getLogger("omnistory")
 
-#: names the call that makes a value still to compute (the core's dry run's spelling)
-UPSTREAM = "__upstream_call__"
-#: a sweep job's plan in its job directory (read by the evaluation's plan of that job)
-PLANNED_JOB = JOB_FILE
 
 #: a stored record, or None: a call still to make, or the failure that blocks the call
 Answer = CallRecord | Failure | None
@@ -166,10 +163,10 @@ def plan_job(
     """The job's keys per component in stage order (``pending`` and ``cached``), the planner's
     estimates, the components that cannot run here, and ``candidates``: per shot its image,
     ``{"blob", "ext"}`` when stored, ``{"pending": call}`` when still to make, None when it
-    will be missing.  ``data``: the job's :class:`~.generate.LoadedDataset`."""
+    will be missing.  ``data``: the job's :class:`~.shots.LoadedDataset`."""
     from omnistory_core.kit.jobs import preflight
-    from omnistory_vistorybench.generate import apply_plans, project, shot_pools
     from omnistory_vistorybench.planning import unusable_plan
+    from omnistory_vistorybench.shots import apply_plans, project, shot_pools
 
     mode = retry_mode(retry_failures)
     pools = shot_pools(data, media or MediaHasher())
@@ -236,7 +233,7 @@ def planned_layout(
     else the one an earlier run of this job directory used, else now (a fresh job)."""
     import time
 
-    from omnistory_vistorybench.generate import (
+    from omnistory_vistorybench.job_outputs import (
         OUTPUTS_DIR,
         _format,
         existing_timestamp,
@@ -248,75 +245,6 @@ def planned_layout(
     method_root = output_dir / OUTPUTS_DIR / method / mode / language
     timestamp = fixed or existing_timestamp(method_root) or _format(time.time())
     return layout_info(method, mode, language, timestamp)
-
-
-# -- the evaluation's plan of a planned job ---------------------------------------------------
-class PlannedMedia:
-    """The media hasher of a planned job's units: a shot path the run will write gives that
-    shot's planned image (``Media`` of its stored blob, or a stand-in naming the call that will
-    make it), any other file (a reference image) is hashed as usual.  The evaluation builds the
-    planned job's units with its own :func:`~.evaluation.run_units` through it, so they are
-    keyed exactly as the units of the job directory the run will write."""
-
-    def __init__(self, planned: Mapping[str, Any], media: MediaHasher):
-        self.planned = planned
-        self.media = media
-
-    def __call__(self, path: Any) -> Any:
-        key = str(path)
-        return self.planned[key] if key in self.planned else self.media(key)
-
-
-def planned_source(job: Path, options: Mapping[str, Any]) -> Any:
-    """The evaluation's record (``evaluation._Source``) of a job a dry-run sweep planned, from
-    its ``dry_run.json``: the run it will write (its layout), each shot it will have an image
-    for, its dataset and store.  A plan that cannot be read is one line naming the file."""
-    from omnistory_core.api import Media
-    from omnistory_vistorybench import layout
-    from omnistory_vistorybench.evaluation import EvaluationError, _Source, run_label
-
-    path = job / PLANNED_JOB
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-        info = plan["layout"]
-        key = layout.RunKey(
-            str(info["method"]), str(info["mode"]), str(info["language"]), str(info["timestamp"])
-        )
-        candidates = [
-            (str(c["story_id"]), int(c["shot_index"]), c.get("image"))
-            for c in plan.get("candidates") or []
-        ]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EvaluationError(f"{path}: cannot read the job's plan: {exc}") from None
-    outputs = job / str(info.get("outputs") or "outputs")
-    stories: dict[str, layout.StoryOutputs] = {}
-    planned: dict[str, Any] = {}
-    for story, index, image in candidates:
-        if image is None:
-            continue  # a stored failure or a failed plan: the shot will have no image
-        file = layout.shot_path(outputs, *key, story, index)
-        found = stories.setdefault(story, layout.StoryOutputs(file.parent.parent, {}, {}))
-        found.shots[index] = file
-        if "pending" in image:
-            planned[str(file)] = {UPSTREAM: str(image["pending"]), "modality": "image"}
-        else:
-            planned[str(file)] = Media(path=str(file), sha256=str(image["blob"]))
-    dataset = dict(plan.get("dataset") or {})
-    recorded = dict(dataset.get("spec") or {})
-    spec = {k: recorded[k] for k in ("name", "root", "split", "stories") if k in recorded}
-    if spec.get("name") == "vistory_fixture":
-        spec["root"] = None  # the installed fixture (held to the recorded fingerprint)
-    spec.update(options)
-    return _Source(
-        system=run_label(key),
-        path=job,
-        run=layout.OutputRun(key, "A", outputs / Path(*key), dict(sorted(stories.items()))),
-        spec=spec,
-        fingerprint=None if options.get("root") else dataset.get("fingerprint"),
-        where=str(path),
-        store=plan.get("store"),
-        planned=planned,
-    )
 
 
 def job_number() -> tuple[bool, int]:
@@ -353,7 +281,7 @@ def dry_run(
     planner: Component | None,
     output_dir: Path,
 ) -> dict[str, Any]:
-    """Plan one job (``system``: its :class:`~.generate.ShotSystem`, the components built, not
+    """Plan one job (``system``: its :class:`~.shots.ShotSystem`, the components built, not
     loaded); writes its keys (in a sweep) or the whole plan and table (a single run)."""
     from omnistory_core.kit.jobs import maybe_isolate
 
@@ -374,7 +302,7 @@ def dry_run(
     job.update(
         system_id=system.system_id,
         job=number,
-        task=VISTORYBENCH.name,
+        task=declared.NAME,
         dataset={"spec": data.spec, "fingerprint": data.fingerprint},
         store=str(store_root),
         # where the run will write its images, for the evaluation's plan of this job
@@ -394,10 +322,6 @@ def dry_run(
 
 
 __all__ = [
-    "PLANNED_JOB",
-    "PlannedMedia",
-    "planned_source",
-    "UPSTREAM",
     "dry_run",
     "plan_job",
     "plan_settings",

@@ -55,7 +55,7 @@ def export_runs(
 ) -> Path:
     """Export ``run_dir``'s scored runs into ``out_dir`` (module docstring); returns it.
     ``options``: ``outputs`` (True: copy the job directories' images too)."""
-    from omnistory_vistorybench.report import discover_runs, read_score_lines
+    from omnistory_vistorybench.report_inputs import discover_runs, read_score_lines
 
     run_dir, out = Path(run_dir), Path(out_dir)
     scores = run_dir / "scores.jsonl"

@@ -3,7 +3,7 @@ user of this plugin may get differ, written from the code so the documentation c
 
 Its rows come from three sources:
 
-* :data:`.metrics.math.FIDELITY` -- official quirks that every metric's ``faithful=true`` (the
+* :data:`.metrics.quirks.FIDELITY` -- official quirks that every metric's ``faithful=true`` (the
   default) reproduces and ``faithful=false`` replaces;
 * :data:`OPTIONS` -- official behaviours kept by default, each with a named option that departs
   from it;
@@ -94,7 +94,7 @@ DEPARTURES: tuple[FidelityRow, ...] = (
         " (IDEA-Research/grounding-dino-tiny is the same SwinT-OGC weights, converted); same"
         " caption, resize, normalisation and box filter (groundingdino-py's BERT wrapper"
         " breaks on transformers 5: IDEA-Research/GroundingDINO#446, #458)",
-        "`detector=NAME`: any detector registered with cids.register_detector, e.g."
+        "`detector=NAME`: any detector registered with cids_scoring.register_detector, e.g."
         " groundingdino-py wrapped in an environment with transformers 4",
         "possibly: float differences can flip a box at the 0.25 thresholds",
     ),
@@ -103,7 +103,7 @@ DEPARTURES: tuple[FidelityRow, ...] = (
 
 def rows() -> list[FidelityRow]:
     """Every row: the ``faithful`` quirks, the named options, the departures."""
-    from omnistory_vistorybench.metrics.math import FIDELITY
+    from omnistory_vistorybench.metrics.quirks import FIDELITY
 
     quirks = [
         FidelityRow(metric, official, faithful, f"`faithful=false`: {alternative}", SAME)

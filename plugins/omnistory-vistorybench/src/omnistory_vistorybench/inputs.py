@@ -1,7 +1,7 @@
 """What a component may read on ViStoryBench (the task's ``input_docs``), key by key, with the
 official ``story.json`` field each value comes from.
 
-The generation inputs are built per shot by :func:`omnistory_vistorybench.generate.shot_inputs`
+The generation inputs are built per shot by :func:`omnistory_vistorybench.shots.shot_inputs`
 (a backbone also gets the shot as a page: :func:`omnistory_vistorybench.backbones.page_view`);
 the evaluation inputs per item (shot), group (story) and run by
 :mod:`omnistory_vistorybench.evaluation`.  ``python -m omnistory_core tasks --inputs

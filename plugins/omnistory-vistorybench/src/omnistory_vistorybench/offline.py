@@ -206,7 +206,7 @@ def build_grounding_dino(directory: Path, seed: int = 0) -> Path:
 def write_rubrics(directory: Path) -> Path:
     """A rubric folder with the official file names (stand-in texts): what prompt alignment and
     CIDS's single-character judge send, and their pre-flight looks for."""
-    from omnistory_vistorybench.metrics.prompt_align import RUBRIC_FILES, SINGLE_CHARACTER_RUBRIC
+    from omnistory_vistorybench.metrics.alignment_judge import RUBRIC_FILES, SINGLE_CHARACTER_RUBRIC
 
     directory.mkdir(parents=True, exist_ok=True)
     for dimension, name in RUBRIC_FILES.items():

@@ -56,7 +56,7 @@ from omnistory_core.kit.planning import (
     VLMPlanner,
     encode_image,
 )
-from omnistory_vistorybench.task import INPUTS
+from omnistory_vistorybench.declared import INPUTS
 
 #: what a chat planner reads about a shot: the merged prompt (every text field, with each onstage
 #: character's description), the structured fields, and the first onstage reference image

@@ -1,10 +1,10 @@
 """ViStoryBench as a task: one image per shot of a story, scored on 12 metrics in five ranked
 categories.
 
-Plain data (no heavy imports): the records are :class:`~omnistory_vistorybench.dataset.ShotRecord`
+Plain data (no heavy imports): the records are :class:`~omnistory_vistorybench.records.ShotRecord`
 (one per shot, ``group`` = the story); a job runs through :func:`omnistory_vistorybench.generate.
 generate`, which writes the official method-output layout.  The inputs a generation component may
-``reads`` (built per shot by :func:`omnistory_vistorybench.generate.shot_inputs`):
+``reads`` (built per shot by :func:`omnistory_vistorybench.shots.shot_inputs`):
 
 ==================  ===========================================================================
 ``image_prompt``    what the image model draws: the official merged prompt
@@ -34,17 +34,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from omnistory_core.api import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
+from omnistory_vistorybench.declared import INPUTS, NAME, VERSION
 from omnistory_vistorybench.inputs import INPUTS as INPUT_DOCS
-
-#: the names a generation component of this task may declare in ``reads``
-INPUTS: tuple[str, ...] = (
-    "image_prompt",
-    "shot_prompt",
-    "current_image",
-    "character_refs",
-    "shot",
-    "characters",
-)
 
 #: track -> its criteria, as the metrics report them (the official story-level keys)
 TRACKS: dict[str, tuple[str, ...]] = {
@@ -146,14 +137,14 @@ def _report(out_dir: Any, **kwargs: Any) -> Any:
 
 
 VISTORYBENCH = Task(
-    name="vistorybench",
-    version="1",
+    name=NAME,
+    version=VERSION,
     description=(
         "ViStoryBench: visualize a story shot by shot, one image per shot, consistent with the"
         " characters' reference images"
     ),
     datasets=("vistory", "vistory_fixture"),
-    record="omnistory_vistorybench.dataset.ShotRecord",
+    record="omnistory_vistorybench.records.ShotRecord",
     inputs=INPUTS,
     reference_inputs=(),
     outputs=(OutputSlot("image", "image"),),

@@ -11,20 +11,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids, cids_scoring
 from omnistory_vistorybench.metrics._arcface import (
+    ARCFACE_FILE,
     MXNET_MEAN_STD,
     TORCH_MEAN_STD,
+    ArcFaceEmbedder,
     input_mean_std,
     onnx_providers,
 )
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Encoded
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
-    ARCFACE_FILE,
     FACENET_FILE,
     AdaFaceEmbedder,
-    ArcFaceEmbedder,
     FaceMixEncoder,
     FaceNetEmbedder,
     build_arcface,
@@ -348,8 +348,8 @@ def fixture_items() -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def registered(monkeypatch):
-    monkeypatch.setitem(cids.DETECTORS, "whole", lambda params: WholeImage())
-    monkeypatch.setitem(cids.ENCODERS, "colour", lambda params: MeanColour())
+    monkeypatch.setitem(cids_scoring.DETECTORS, "whole", lambda params: WholeImage())
+    monkeypatch.setitem(cids_scoring.ENCODERS, "colour", lambda params: MeanColour())
 
 
 @pytest.mark.slow
@@ -391,7 +391,7 @@ def test_cids_on_the_fixture_with_the_official_face_trio(pretrain, registered, m
             "facenet": FaceNetEmbedder().load(str(pretrain / FACENET_FILE)),
         }
     )
-    monkeypatch.setitem(cids.ENCODERS, "by_hand", lambda params: by_hand)
+    monkeypatch.setitem(cids_scoring.ENCODERS, "by_hand", lambda params: by_hand)
     (manual,) = cids.CIDSMetric(**common, face_encoder="by_hand").run_batch([items["01"]])
     assert manual.scores == r01.scores
 

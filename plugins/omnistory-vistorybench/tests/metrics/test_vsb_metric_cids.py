@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids, cids_scoring
 from omnistory_vistorybench.metrics.clip_encoder import (
     CLIPImageEncoder,
     Detection,
@@ -132,9 +132,9 @@ def story(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def scorer(story: dict[str, Any], faithful: bool = True) -> cids.StoryScorer:
+def scorer(story: dict[str, Any], faithful: bool = True) -> cids_scoring.StoryScorer:
     encoder = HalvesEncoder()
-    return cids.StoryScorer(story["detector"], lambda tag: encoder, faithful=faithful)
+    return cids_scoring.StoryScorer(story["detector"], lambda tag: encoder, faithful=faithful)
 
 
 OCCM_FAITHFUL = round(
@@ -198,13 +198,13 @@ def test_unscorable_stories(story):
     item = dict(story["item"], candidate_shots={1: None})
     zero = scorer(story).score(item)
     assert zero.status == "ok"
-    assert [zero.scores[k] for k in cids.CRITERIA[:4]] == [0.0, 0.0, 0.0, 0.0]
+    assert [zero.scores[k] for k in cids_scoring.CRITERIA[:4]] == [0.0, 0.0, 0.0, 0.0]
     assert scorer(story, faithful=False).score(item).status == "invalid"
     item = dict(story["item"])
     item["characters"] = dict(item["characters"], D={"name": "D", "tag": "non_human", "refs": []})
     result = scorer(story).score(item)
     assert result.status == "invalid" and "'D'" in result.detail["error"]
-    assert set(result.scores) == set(cids.CRITERIA) and not any(result.scores.values())
+    assert set(result.scores) == set(cids_scoring.CRITERIA) and not any(result.scores.values())
 
 
 def test_reference_without_box_uses_the_whole_image(story):
@@ -215,8 +215,8 @@ def test_reference_without_box_uses_the_whole_image(story):
 
 @pytest.fixture
 def registered(story, monkeypatch):
-    monkeypatch.setitem(cids.DETECTORS, "sizes", lambda params: story["detector"])
-    monkeypatch.setitem(cids.ENCODERS, "halves", lambda params: HalvesEncoder())
+    monkeypatch.setitem(cids_scoring.DETECTORS, "sizes", lambda params: story["detector"])
+    monkeypatch.setitem(cids_scoring.ENCODERS, "halves", lambda params: HalvesEncoder())
 
 
 def test_metric_class(story, registered):
@@ -245,7 +245,7 @@ def test_realistic_humans_need_the_face_encoder(story, registered):
     metric = cids.CIDSMetric(detector="sizes", object_encoder="halves")
     (result,) = metric.run_batch([story["item"]])
     assert result.status == "error" and "arcface face model" in result.detail["error"]
-    assert set(result.scores) == set(cids.CRITERIA) and not any(result.scores.values())
+    assert set(result.scores) == set(cids_scoring.CRITERIA) and not any(result.scores.values())
     metric = cids.CIDSMetric(detector="sizes", object_encoder="halves", face_encoder="arcface")
     (result,) = metric.run_batch([story["item"]])
     assert result.status == "error" and "arcface" in result.detail["error"]
@@ -256,7 +256,7 @@ def test_unknown_detector_and_encoder():
         cids.CIDSMetric(detector="nope").load()
     with pytest.raises(ComponentError, match="unknown encoder"):
         cids.CIDSMetric(detector="nope", object_encoder="nope")._build(
-            cids.ENCODERS, "nope", "encoder"
+            cids_scoring.ENCODERS, "nope", "encoder"
         )
 
 
@@ -295,7 +295,7 @@ def test_clip_encoder_from_a_tiny_checkpoint(tiny_clip):
 
 
 def test_metric_with_clip(story, tiny_clip, monkeypatch):
-    monkeypatch.setitem(cids.DETECTORS, "sizes", lambda params: story["detector"])
+    monkeypatch.setitem(cids_scoring.DETECTORS, "sizes", lambda params: story["detector"])
     metric = cids.CIDSMetric(detector="sizes", clip_model=str(tiny_clip), device="cpu")
     assert metric.checkpoints(metric.params) == [str(tiny_clip)]
     official = cids.CIDSMetric().checkpoints(cids.CIDSMetric().params)

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omnistory_vistorybench.metrics import cids
+from omnistory_vistorybench.metrics import cids, cids_scoring
+from omnistory_vistorybench.metrics._face_crops import face_pixels
 from omnistory_vistorybench.metrics.clip_encoder import Detection, Encoder
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
@@ -19,7 +20,6 @@ from omnistory_vistorybench.metrics.face import (
     adaface_state_dict,
     build_face_mix,
     face_model_names,
-    face_pixels,
 )
 from vsb_metric_images import halves, noise, write_image
 
@@ -262,7 +262,7 @@ class Unused:
 
 
 def test_cids_scores_realistic_humans_with_face_mix(pretrain, tmp_path, monkeypatch):
-    monkeypatch.setitem(cids.DETECTORS, "whole", lambda params: WholeImage())
+    monkeypatch.setitem(cids_scoring.DETECTORS, "whole", lambda params: WholeImage())
     ref_array, shot_array = noise(48, 40, seed=5), noise(64, 80, seed=6)
     ref = write_image(tmp_path / "refs" / "H" / "00.jpg", ref_array, quality=100)
     shot = write_image(tmp_path / "out" / "shot_01.png", shot_array)
@@ -271,7 +271,7 @@ def test_cids_scores_realistic_humans_with_face_mix(pretrain, tmp_path, monkeypa
         "characters": {"H": {"name": "Hal", "tag": "realistic_human", "refs": [ref]}},
         "shots": [{"index": 1, "character_key": ["H"]}],
     }
-    monkeypatch.setitem(cids.ENCODERS, "unused", lambda params: Unused())
+    monkeypatch.setitem(cids_scoring.ENCODERS, "unused", lambda params: Unused())
     metric = cids.CIDSMetric(
         detector="whole",
         object_encoder="unused",  # the only character is a realistic human

@@ -313,8 +313,10 @@ def test_facexlib_alignment_puts_known_landmarks_on_its_template():
 # -- face_mix with the detectors ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pretrain(tmp_path_factory, retinaface: Path) -> dict[str, str]:
+    from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE
+    from omnistory_vistorybench.metrics._face_crops import SCRFD_FILE
     from omnistory_vistorybench.metrics._face_nets import InceptionResnetV1
-    from omnistory_vistorybench.metrics.face import ARCFACE_FILE, FACENET_FILE, SCRFD_FILE
+    from omnistory_vistorybench.metrics.face import FACENET_FILE
     from test_vsb_metric_arcface import build_tiny_glintr
 
     root = tmp_path_factory.mktemp("pretrain_detect")

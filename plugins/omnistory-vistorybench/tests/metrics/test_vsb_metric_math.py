@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from omnistory_vistorybench.metrics import math as vm
 from omnistory_vistorybench.metrics.math import OccmShot
+from omnistory_vistorybench.metrics.quirks import FIDELITY
 
 approx = pytest.approx
 
@@ -225,10 +226,10 @@ def test_single_character_action_rounds_half_to_even():
 
 
 def test_fidelity_table_shape():
-    assert len(vm.FIDELITY) >= 15
-    for row in vm.FIDELITY:
+    assert len(FIDELITY) >= 15
+    for row in FIDELITY:
         assert len(row) == 4 and all(isinstance(s, str) and s.strip() for s in row)
-    named = " ".join(row[0] for row in vm.FIDELITY)
+    named = " ".join(row[0] for row in FIDELITY)
     for criterion in (
         "occm",
         "cids_self_mean",

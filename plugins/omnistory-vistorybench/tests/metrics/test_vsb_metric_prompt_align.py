@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from omnistory_testkit import LocalChatServer, Reply
-from omnistory_vistorybench.metrics.prompt_align import (
+from omnistory_vistorybench.metrics.alignment_judge import (
     RUBRIC_FILES,
-    PromptAlignMetric,
     chat_base_url,
     image_base64,
     parse_score,
     single_character_messages,
 )
+from omnistory_vistorybench.metrics.prompt_align import PromptAlignMetric
 from vsb_metric_images import noise, write_image
 
 from omnistory_core.api import ComponentError

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 from omnistory_testkit import LocalChatServer, Reply
-from omnistory_vistorybench.metrics import cids
-from omnistory_vistorybench.metrics.prompt_align import SINGLE_CHARACTER_RUBRIC
+from omnistory_vistorybench.metrics import cids, cids_scoring
+from omnistory_vistorybench.metrics.alignment_judge import SINGLE_CHARACTER_RUBRIC
 from test_vsb_metric_cids import HalvesEncoder, SizeDetector
 from vsb_metric_images import halves, noise, write_image
 
@@ -78,8 +78,8 @@ def story(tmp_path: Path, monkeypatch) -> dict[str, Any]:
             (102, 50): [(LEFT, 0.7)],
         }
     )
-    monkeypatch.setitem(cids.DETECTORS, "sizes", lambda params: detector)
-    monkeypatch.setitem(cids.ENCODERS, "halves", lambda params: HalvesEncoder())
+    monkeypatch.setitem(cids_scoring.DETECTORS, "sizes", lambda params: detector)
+    monkeypatch.setitem(cids_scoring.ENCODERS, "halves", lambda params: HalvesEncoder())
     return item
 
 

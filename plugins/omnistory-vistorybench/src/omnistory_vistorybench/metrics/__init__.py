@@ -3,7 +3,7 @@
 Modules, each light to import (torch, transformers and openai only inside ``load()`` and the
 functions that run a model):
 
-* :mod:`.math` -- the pure scoring functions (numpy + scipy) and :data:`.math.FIDELITY`, the
+* :mod:`.math` -- the pure scoring functions (numpy + scipy), and :data:`.quirks.FIDELITY`, the
   official quirks each metric keeps with ``faithful=True`` and the alternative it offers;
 * :mod:`.csd` -- the CSD style encoder and :class:`~.csd.CSDMetric` (``self_csd``,
   ``cross_csd``);

@@ -27,6 +27,7 @@ import numpy as np
 
 from omnistory_core.api import ComponentError
 from omnistory_vistorybench.metrics._common import require_file
+from omnistory_vistorybench.metrics._face_crops import face_pixels
 
 #: the recognition model of the antelopev2 pack (insightface's ``models/antelopev2/``)
 ARCFACE_FILE = "insightface/models/antelopev2/glintr100.onnx"
@@ -144,8 +145,6 @@ class ArcFaceEmbedder:
 
     def embed(self, images: Sequence[Any]) -> np.ndarray:
         """The crops resized whole to the input size (the ``whole_crop`` alignment)."""
-        from omnistory_vistorybench.metrics.face import face_pixels
-
         return self.embed_faces(face_pixels(images, self.size))
 
     def embed_faces(self, bgr: np.ndarray) -> np.ndarray:

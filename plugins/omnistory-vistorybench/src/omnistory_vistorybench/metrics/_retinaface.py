@@ -31,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from omnistory_core.api import ComponentError
-from omnistory_vistorybench.metrics.face import RETINAFACE_FILE
+from omnistory_vistorybench.metrics._face_crops import FACE_SIZE, RETINAFACE_FILE
 
 #: ``FaceRestoreHelper.get_face_landmarks_5``'s confidence threshold
 CONF_THRESHOLD = 0.97
@@ -51,7 +51,6 @@ FFHQ_TEMPLATE_512 = np.array(
         [313.08905, 371.15118],
     ]
 )
-FACE_SIZE = 112
 #: ``align_warp_face``'s border colour (BGR)
 BORDER_BGR = (135, 133, 132)
 

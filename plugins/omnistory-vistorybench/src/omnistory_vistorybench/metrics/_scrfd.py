@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from omnistory_core.api import ComponentError
-from omnistory_vistorybench.metrics.face import SCRFD_FILE
+from omnistory_vistorybench.metrics._face_crops import SCRFD_FILE
 
 #: ``FaceAnalysis.prepare``'s default ``det_size`` (width, height)
 DET_SIZE = (640, 640)

@@ -180,7 +180,7 @@ class AestheticMetric(Metric):
             choices=("auto", "float16", "bfloat16", "float32"),
         ),
         Param("image_batch", int, 8, "images per forward pass", runtime=True, ge=1),
-        Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
+        Param("faithful", bool, True, "keep the official quirks (see quirks.FIDELITY)"),
     )
 
     def __init__(self, **params: Any):

@@ -190,7 +190,7 @@ class CSDMetric(Metric):
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 16, "images per forward pass", runtime=True, ge=1),
         Param("cache_size", int, 4096, "embeddings kept in memory", runtime=True, ge=1),
-        Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
+        Param("faithful", bool, True, "keep the official quirks (see quirks.FIDELITY)"),
         Param("image_size", int, 224, "input resolution (the official: 224)", ge=1),
         Param("patch_size", int, 14, "ViT patch size (the official: 14)", ge=1),
         Param("width", int, 1024, "ViT width (the official: 1024)", ge=1),

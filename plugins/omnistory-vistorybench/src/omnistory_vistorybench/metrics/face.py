@@ -49,41 +49,23 @@ from typing import Any
 import numpy as np
 
 from omnistory_core.api import ComponentError
-from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE, ArcFaceEmbedder
+from omnistory_vistorybench.metrics._arcface import ArcFaceEmbedder
 from omnistory_vistorybench.metrics._common import (
     release_torch_memory,
     require_file,
     torch_load,
 )
+from omnistory_vistorybench.metrics._face_crops import FACE_SIZE, SCRFD_FILE, face_pixels
 from omnistory_vistorybench.metrics.clip_encoder import Encoded
 
 #: the official weight files (under the official ``data/pretrain``)
 FACENET_FILE = "facenet/20180402-114759-vggface2.pt"
 ADAFACE_FILE = "adaface/adaface_ir101_webface12m.ckpt"
-#: the face detectors' files: antelopev2's SCRFD (beside glintr100.onnx) and facexlib's
-#: RetinaFace (``facexlib/weights/`` of the facexlib package, fetched at first use)
-SCRFD_FILE = "scrfd_10g_bnkps.onnx"
-RETINAFACE_FILE = "detection_Resnet50_Final.pth"
 #: the official face_mix members, in the order it computes them
 OFFICIAL_FACE_MODELS = ("arcface", "adaface", "facenet")
-#: FaceRestoreHelper's face_size in the official evaluator
-FACE_SIZE = 112
 #: ``face_alignment``: ``official`` (detect and align, face-less crops dropped) or
 #: ``whole_crop`` (every crop embedded whole)
 FACE_ALIGNMENTS = ("official", "whole_crop")
-
-
-def face_pixels(images: Sequence[Any], size: int = FACE_SIZE) -> np.ndarray:
-    """``(n, size, size, 3)`` uint8 BGR arrays: each RGB PIL crop resized whole (bilinear),
-    in the channel order OpenCV gives the official models."""
-    from PIL import Image
-
-    rows = []
-    for image in images:
-        rgb = image if image.mode == "RGB" else image.convert("RGB")
-        resized = rgb.resize((size, size), Image.Resampling.BILINEAR)
-        rows.append(np.asarray(resized, dtype=np.uint8)[:, :, ::-1])
-    return np.stack(rows) if rows else np.zeros((0, size, size, 3), np.uint8)
 
 
 class _TorchFaceEmbedder:
@@ -421,19 +403,14 @@ def build_arcface(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
 
 __all__ = [
     "ADAFACE_FILE",
-    "ARCFACE_FILE",
-    "ArcFaceEmbedder",
     "AdaFaceEmbedder",
     "FACENET_FILE",
     "FACE_MODELS",
     "FACE_ALIGNMENTS",
-    "FACE_SIZE",
     "FaceMixEncoder",
     "FaceNetEmbedder",
     "OFFICIAL_FACE_MODELS",
-    "RETINAFACE_FILE",
     "RetinaFaces",
-    "SCRFD_FILE",
     "ScrfdFaces",
     "UNAVAILABLE_FACE_MODELS",
     "WholeCrop",
@@ -441,7 +418,6 @@ __all__ = [
     "build_arcface",
     "build_face_mix",
     "face_model_names",
-    "face_pixels",
     "official_aligners",
     "scrfd_weights",
 ]

@@ -193,7 +193,7 @@ class InceptionScoreMetric(Metric):
             " this run's output folder (the official bench_run summary)",
             choices=IMAGE_POOLS,
         ),
-        Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
+        Param("faithful", bool, True, "keep the official quirks (see quirks.FIDELITY)"),
     )
 
     def __init__(self, **params: Any):

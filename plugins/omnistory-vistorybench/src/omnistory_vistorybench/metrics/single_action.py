@@ -7,9 +7,9 @@ each character matched to a crop is asked about once -- the rubric
 ``user_prompt_single_character_text_align.txt`` as the system message, then the shot's
 ``script`` (Static Shot Description, English), ``"Evaluated Character Name is <name>"`` and the
 crop (resized to 512x512, JPEG, ``detail: low``) -- through the same query loop as prompt
-alignment (:class:`.prompt_align.AlignmentJudge`: temperature 0, +0.1 after each unparsable
+alignment (:class:`.alignment_judge.AlignmentJudge`: temperature 0, +0.1 after each unparsable
 answer, 10 tries, seed 123, ``top_p`` not sent with ``faithful``).  The answer is parsed with
-the official regex (:func:`.prompt_align.parse_score`).
+the official regex (:func:`.alignment_judge.parse_score`).
 
 Per shot the value is ``int(round(mean))`` of its characters' scores (0 for a shot whose
 characters were all left unmatched), per story ``int(round(mean))`` of the shots
@@ -36,7 +36,7 @@ from typing import Any
 from omnistory_core.api import ComponentError
 from omnistory_core.kit.retry import RetryPolicy, map_bounded
 from omnistory_vistorybench.metrics import math as vmath
-from omnistory_vistorybench.metrics.prompt_align import (
+from omnistory_vistorybench.metrics.alignment_judge import (
     SINGLE_CHARACTER_RUBRIC,
     AlignmentJudge,
     Verdict,

@@ -1,8 +1,7 @@
 """What every judge backend does: turn rendered prompts into raw answers, one per prompt.
 
 This module imports no concrete backend: :mod:`~omnistory_eval.judges.backends.registry`
-names them and imports the chosen one when it is created (``create_backend`` and ``BACKENDS`` stay
-importable from here, forwarded to the registry on first use).
+names them (``BACKENDS``) and imports the chosen one when it is created (``create_backend``).
 """
 
 from __future__ import annotations
@@ -82,12 +81,3 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def __getattr__(name: str) -> Any:
-    """``create_backend`` and ``BACKENDS`` (their old home), from the registry."""
-    if name in ("create_backend", "BACKENDS"):
-        from omnistory_eval.judges.backends import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
