@@ -11,7 +11,8 @@ the report fill in before spending GPU hours, and every row says ``not comparabl
 
 * CIDS: a GroundingDINO (transformers' port, Swin 8-dim, BERT 32-dim), a CLIP (32-dim vision),
   and a glintr100-shaped ArcFace ONNX graph for ``realistic_human`` characters (scored with
-  ``face_encoder=arcface``, the official single-model alternative);
+  ``face_encoder=arcface``, the official single-model alternative, with
+  ``face_alignment=whole_crop``: the official crop needs SCRFD's pack file and OpenCV);
 * CSD: a 2-layer, 32-wide CSD style network (``csd_vit-tiny.pth``);
 * aesthetics: a SigLIP vision tower (32-dim, 378 px) and a head sized to it;
 * Inception Score: torchvision's Inception v3 architecture (fixed; ~27M parameters) with random
@@ -84,6 +85,9 @@ def demo_overrides(root: str | Path, seed: int = 0) -> list[str]:
         f"metric.cids.clip_model={w['clip']}",
         "metric.cids.face_encoder=arcface",
         f"metric.cids.arcface_weights={w['arcface']}",
+        # the official face crop needs SCRFD's pack file and OpenCV's warp (the metrics extra);
+        # the demo's random ArcFace scores the detector's whole box, a documented departure
+        "metric.cids.face_alignment=whole_crop",
         "metric.cids.device=cpu",
         f"metric.csd.checkpoint={w['csd']}",
         "metric.csd.device=cpu",

@@ -270,7 +270,7 @@ class InceptionScoreMetric(Metric):
         )
         return EvalResult(
             {"inception_score": mean},
-            detail={"images": len(images), "std": std, "backend": self._classifier.backend},
+            detail={"images": len(media), "std": std, "backend": self._classifier.backend},
         )
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult]:
