@@ -53,7 +53,14 @@ def _first_party() -> dict[str, Path]:
 
 
 def _presets(source: Path, group: str) -> list[str]:
-    return sorted(p.stem for p in source.rglob(f"conf/{group}/*.yaml") if "tests" not in p.parts)
+    # the sources only: an editable install's build/ copy must not change the page
+    return sorted(
+        {
+            p.stem
+            for p in source.rglob(f"conf/{group}/*.yaml")
+            if not {"tests", "build"} & set(p.relative_to(source).parts)
+        }
+    )
 
 
 def index_page() -> str:
