@@ -1,6 +1,5 @@
 """What CONTRIBUTING promises a plugin author holds on ViStoryBench too: the failure summary at the
-end of a run, the did-you-mean line for a bare misspelt parameter, the task's datasets with its
-fixture, a wrapper's inner parameters in ``plugins --params``, stand-ins composing with the
+end of a run, the did-you-mean line for a bare misspelt parameter, stand-ins composing with the
 task's presets (``image/copy_paste`` and a wrapper's inner expert included), and the model
 libraries' loading reports kept out of the console unless ``--verbose``."""
 
@@ -15,9 +14,6 @@ from omnistory_testkit import run_cli
 from omnistory_testkit.standins import make_standin_site
 from omnistory_vistorybench.dataset import fixture_root
 from omnistory_vistorybench.offline import offline_metric_params
-
-from omnistory_core.cli_plugins import tasks_main
-from omnistory_core.plugins import load_plugins
 
 QUIET = ("engine.progress=false",)
 
@@ -76,31 +72,6 @@ def test_a_bare_misspelt_parameter_gets_the_did_you_mean_line(tmp_path: Path) ->
     assert line.startswith("omnistory: error: sizee=128: the run has no setting 'sizee'"), line
     assert "did you mean image.size=128?" in line, line
     assert not (tmp_path / "out").exists()
-
-
-def test_tasks_lists_each_tasks_datasets_with_its_fixture(capsys: pytest.CaptureFixture) -> None:
-    assert tasks_main(["--json"]) == 0
-    described = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
-    assert described["vistorybench"]["fixture"] == "vistory_fixture"
-    assert {"vistory", "vistory_fixture"} <= set(described["vistorybench"]["datasets"])
-    assert described["omnistorybench"]["fixture"] in described["omnistorybench"]["datasets"]
-    assert tasks_main([]) == 0
-    assert "vistory_fixture" in capsys.readouterr().out
-
-
-def test_plugins_params_shows_a_wrappers_inner_parameters() -> None:
-    from omnistory_core.cli_params import component_params
-
-    registry = load_plugins()
-    rows = component_params(registry, "image", "sequential")
-    assert rows is not None
-    own = [r["name"] for r in rows if not r.get("via")]
-    inner = [r for r in rows if r.get("via")]
-    assert "inner" in own
-    assert inner and {r["via"] for r in inner} == {"inner=kontext"}
-    kontext = {p.name for p in registry.component("image", "kontext").parameters}
-    kontext |= {"seed", "batch_size"}  # every component's
-    assert {r["name"] for r in inner} <= kontext and "steps" in {r["name"] for r in inner}
 
 
 def test_stand_ins_compose_with_the_tasks_presets(tmp_path: Path) -> None:

@@ -10,10 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from omnistory_testkit import LocalChatServer, Reply, check_component
+from omnistory_testkit import LocalChatServer, Reply, check_component, installed_registry
 from omnistory_vistorybench.offline import JUDGE_ANSWER, METRICS, offline_metric_params
-
-from omnistory_core.plugins import load_plugins
 
 TASK = "vistorybench"
 
@@ -39,7 +37,7 @@ PLUGINS = Path(__file__).resolve().parents[2]
 def _vistorybench_components() -> set[tuple[str, str]]:
     """The installed first-party components that are ViStoryBench's: those declaring the task,
     those whose ``reads`` only the task offers, and the task's evaluators."""
-    registry = load_plugins()
+    registry = installed_registry()
     task, default = registry.task(TASK), registry.task("omnistorybench")
     found = {("metric", name) for name in task.evaluators if name in registry.names("metric")}
     for kind in ("planner", "backbone", "image", "tts", "metric", "judge"):
@@ -95,7 +93,7 @@ def metric_params(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("name", METRICS)
 def test_each_metric_keeps_the_contract_on_its_task(name: str, metric_params) -> None:
     params, vary = metric_params
-    cls = load_plugins().component("metric", name)
+    cls = installed_registry().component("metric", name)
     report = check_component(
         cls, vary=vary if "rubric_dir" in params[name] else None, **params[name]
     )
