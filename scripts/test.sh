@@ -63,15 +63,18 @@ mkdir -p .venvs
 setsid bash scripts/tts_env.sh >"$tts_log" 2>&1 &
 tts_pid=$!
 trap '[ -z "$tts_pid" ] || kill -- "-$tts_pid" 2>/dev/null || true' EXIT
+phase install
 
 # ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
 # in a minute or two instead of after the whole test run
 bash scripts/lint.sh
+phase lint
 
 # the documentation site: a broken link or anchor, a page left out of the navigation, a missing
 # included file or a reference page older than its declarations (scripts/mkdocs_hooks.py) fails
 # it (not --quiet: it hides the warnings that --strict counts)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
+phase "documentation site"
 
 export OMNISTORY_SPEECH_PYTHON="$PWD/.venvs/tts/bin/python"
 # everything the real-weight tests need is installed: they fail instead of skipping when
