@@ -13,10 +13,13 @@ parameters.  What the stand-ins return is derived from a hash of their inputs:
 
 ``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time),
 ``OMNISTORY_STANDIN_LOAD_S`` every load of a GPU component's stand-in (a stand-in for a model
-load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load);
+load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load, with its start and end);
 ``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
-inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
-no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
+inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the GPUs it needs, the times it started and
+ended, and the
+content digests of its inputs and outputs as the engine keys them), so a test can tell that no
+call was made twice and on which devices calls ran, and a timeline can tell when a call's inputs
+existed (the call that output them ended).  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
 espeak, noop, ...) are left alone.
 
@@ -180,7 +183,56 @@ def _sleep() -> None:
         time.sleep(delay)
 
 
-def _log(component: Any, digest: bytes) -> None:
+def _content(value: Any) -> str:
+    """An input's or output's content digest as the engine's call keys read it (16 hex digits)."""
+    from omnistory_core.engine.hashing import digest
+
+    kind, _, text = digest(value).partition(":")
+    return f"{kind}:{text[:16]}"
+
+
+def _outputs(result: Any) -> list[str]:
+    """What a stand-in's result gives downstream, as a later call's input digests name it: a
+    plan's fields (as the engine parses them), the stored PNG or WAV (as a file input)."""
+    from omnistory_core.components import Audio, BackboneOutput, Media, PlannerResponse
+
+    if isinstance(result, BackboneOutput):
+        fields = [result.text, *(_plan_fields(result.plan) or {}).values()]
+        media = [_outputs(m) for m in (result.image, result.speech) if m is not None]
+        return [_content(v) for v in fields if isinstance(v, str)] + sum(media, [])
+    if isinstance(result, PlannerResponse):
+        from omnistory_core.engine.walk import plan_inputs
+        from omnistory_core.plan_schema import parse_plan
+
+        plan = parse_plan(result.text).plan
+        return [_content(v) for v in plan_inputs(plan).values()] if plan is not None else []
+    from omnistory_core.engine.stage import _png_bytes, _wav_bytes
+
+    if isinstance(result, Audio):
+        data = _wav_bytes(result)
+    elif hasattr(result, "convert"):  # a PIL image
+        data = _png_bytes(result)
+    else:
+        return []
+    return [_content(Media(path="", sha256=hashlib.sha256(data).hexdigest()))]
+
+
+def _plan_fields(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A backbone's plan as the fields an expert reads (its speech fields flattened)."""
+    if not plan:
+        return None
+    return {**{k: v for k, v in plan.items() if k != "speech"}, **(plan.get("speech") or {})}
+
+
+def _log(
+    component: Any,
+    digest: bytes,
+    start: float | None = None,
+    item: dict[str, Any] | None = None,
+    result: Any = None,
+) -> None:
+    from omnistory_core.engine.devices import gpus_needed
+
     path = os.environ.get("OMNISTORY_STANDIN_LOG")
     if not path:
         return
@@ -190,7 +242,11 @@ def _log(component: Any, digest: bytes) -> None:
             "digest": digest.hex(),
             "pid": os.getpid(),
             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpus": gpus_needed(component),
+            "start": start,
             "end": time.time(),
+            "inputs": sorted({_content(v) for v in (item or {}).values()}),
+            "outputs": _outputs(result),
         }
     )
     # one write of a short line to an O_APPEND file: lines of concurrent processes never mix
@@ -255,6 +311,7 @@ def _load(self) -> None:
 
     if gpus_needed(self) == 0:
         return
+    start = time.time()
     delay = float(os.environ.get("OMNISTORY_STANDIN_LOAD_S") or 0)
     if delay > 0:
         time.sleep(delay)
@@ -266,6 +323,7 @@ def _load(self) -> None:
             "component": self.key(),
             "pid": os.getpid(),
             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "start": start,
             "end": time.time(),
         }
     )
@@ -286,10 +344,12 @@ class _Planner(Planner):
     def run_one(self, item):
         from omnistory_core.components import PlannerResponse
 
+        start = time.time()
         _sleep()
         digest = _digest(self, item)
-        _log(self, digest)
-        return PlannerResponse(json.dumps(_plan(digest)))
+        result = PlannerResponse(json.dumps(_plan(digest)))
+        _log(self, digest, start, item, result)
+        return result
 
 
 class _Backbone(Backbone):
@@ -299,16 +359,18 @@ class _Backbone(Backbone):
     def run_one(self, item):
         from omnistory_core.components import BackboneOutput
 
+        start = time.time()
         _sleep()
         digest = _digest(self, item)
-        _log(self, digest)
         plan = _plan(digest)
-        return BackboneOutput(
+        result = BackboneOutput(
             text=plan["narration"],
             image=_image(digest) if "image" in self.produces else None,
             speech=_tone(digest) if "speech" in self.produces else None,
             plan={k: v for k, v in plan.items() if k != "narration"},
         )
+        _log(self, digest, start, item, result)
+        return result
 
 
 class _Image(ImageExpert):
@@ -316,10 +378,12 @@ class _Image(ImageExpert):
     load = _load
 
     def run_one(self, item):
+        start = time.time()
         _sleep()
         digest = _digest(self, item)
-        _log(self, digest)
-        return _image(digest)
+        result = _image(digest)
+        _log(self, digest, start, item, result)
+        return result
 
 
 class _TTS(TTSExpert):
@@ -327,10 +391,12 @@ class _TTS(TTSExpert):
     load = _load
 
     def run_one(self, item):
+        start = time.time()
         _sleep()
         digest = _digest(self, item)
-        _log(self, digest)
-        return _tone(digest)
+        result = _tone(digest)
+        _log(self, digest, start, item, result)
+        return result
 
 
 # -- metrics and judges ------------------------------------------------------------------------
@@ -414,9 +480,10 @@ class _EvaluatorStandIn:
     load = _load
 
     def run_one(self, item):
+        start = time.time()
         _sleep()
         digest = _evaluator_digest(self, item)
-        _log(self, digest)
+        _log(self, digest, start, item)
         return EvalResult(
             scores=_scores(self, digest), status="ok", detail={"standin": digest.hex()[:16]}
         )
