@@ -144,6 +144,8 @@ def _servers(pool: Path) -> list[dict[str, Any]]:
             entry = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             continue  # being written: its server is not listening yet
+        if not isinstance(entry, dict) or "spec" not in entry:
+            continue  # the sweep's scheduler or outlook (engine.schedule), not a server
         if _alive(pool, entry["name"]):
             out.append(entry)
         else:
