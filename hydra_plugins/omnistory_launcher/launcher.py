@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ __all__ = ["OmnistoryLauncher", "parallel_jobs"]
 
 #: per-job payloads and results of a parallel sweep (inside the sweep directory)
 WORK_DIR = ".launcher"
+#: with the sweep's scheduler, the longest a job's start delays the next one's (seconds)
+PACE_S = 10.0
 
 
 def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
@@ -79,6 +81,10 @@ class OmnistoryLauncher(Launcher):
         #: specs it needs (None: not known)
         self.overrides: dict[int, list[str]] = {}
         self.needs: dict[int, set[str] | None] = {}
+        #: per job index: its config and prepared system, as far as prepared (None: it failed)
+        self.prepared: dict[int, tuple[DictConfig, Any] | None] = {}
+        #: the sweep's watch (outlook and evaluate sooner, :mod:`omnistory_core.run.watch`)
+        self.watch: Any = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -100,6 +106,7 @@ class OmnistoryLauncher(Launcher):
         n = parallel_jobs(self.jobs, devices)
         job_overrides = self._distinct_system_ids(job_overrides)
         self.needs = self._plan_jobs(job_overrides, initial_job_idx)
+        self.watch = self._start_watch(prepare_all=n == 1)
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
@@ -157,7 +164,7 @@ class OmnistoryLauncher(Launcher):
         media = MediaHasher()  # each dataset file hashed once for all jobs
         for idx in self.overrides:
             try:
-                config, prepared = self._prepare(idx)
+                config, prepared = self._prepared(idx)
                 planned = plan_for_progress(config, media, prepared)
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
                 log.debug("job #%d not planned for the progress view: %s", idx, exc)
@@ -178,6 +185,105 @@ class OmnistoryLauncher(Launcher):
             del config["hydra"]
         return config, prepare_system(config)
 
+    def _prepared(self, idx: int) -> tuple[DictConfig, Any]:
+        """:meth:`_prepare`, once per job (the progress view, the pool's needs and the watch
+        share it)."""
+        if idx not in self.prepared:
+            try:
+                self.prepared[idx] = self._prepare(idx)
+            except Exception:
+                self.prepared[idx] = None
+                raise
+        found = self.prepared[idx]
+        if found is None:
+            raise RuntimeError(f"job #{idx} could not be prepared")
+        return found
+
+    def _start_watch(self, prepare_all: bool) -> Any:
+        """With the sweep's scheduler: the watch that tells it each component's remaining work
+        and, with ``engine.evaluate_sooner``, feeds the evaluation's stream the outputs already
+        final (:mod:`omnistory_core.run.watch`).  Jobs are prepared in this thread (composing a
+        config is no job for a second thread while jobs launch): here when ``prepare_all``
+        (jobs in this process), else one per poll of the parallel launcher."""
+        from omnistory_core.engine.schedule import scheduler_running
+
+        pool = _warm_pool()
+        assert self.config is not None
+        if pool is None or not scheduler_running(pool):
+            return None
+        from omnistory_core.run.watch import SweepWatch
+
+        if prepare_all:  # else the parallel launcher prepares one job per poll (_learn_a_need)
+            for idx in self.overrides:
+                try:
+                    self._prepared(idx)
+                except Exception as exc:  # noqa: BLE001 - the job reports it when it runs
+                    log.debug("job #%d not prepared for the sweep's watch: %s", idx, exc)
+        return SweepWatch(
+            Path(str(self.config.hydra.sweep.dir)),
+            pool,
+            list(self.overrides),
+            self._watched,
+            self._stream(),
+        ).start()
+
+    def _watched(self, idx: int) -> tuple[DictConfig, Any] | None:
+        """Job ``idx`` as the watch plans it (None: not prepared, or a task with its own
+        generation, whose directory the watch hands over when the job is done)."""
+        from omnistory_core.tasks import selected_task
+
+        found = self.prepared.get(idx)
+        if found is None or selected_task(found[0]).generate is not None:
+            return None
+        return found
+
+    def _stream(self) -> Any:
+        """The evaluation's stream (evaluate sooner), or None: no evaluation configured, or
+        ``engine.evaluate_sooner=false``, or an evaluation service without one."""
+        from omegaconf import OmegaConf
+
+        from omnistory_core.plugins import load_plugins
+        from omnistory_core.tasks import selected_task
+
+        assert self.config is not None
+        evaluation = OmegaConf.to_container(self.config.evaluation, resolve=True)
+        assert isinstance(evaluation, dict)
+        if not (evaluation.get("metrics") or evaluation.get("judges")):
+            return None
+        if not bool(self.config.engine.get("evaluate_sooner", True)):
+            return None
+        service = load_plugins().evaluation_service()
+        sooner = getattr(service, "sooner", None)
+        if not callable(sooner):
+            return None
+        engine = {
+            "devices": OmegaConf.to_container(self.config.engine, resolve=True).get("devices"),
+            "device_locks": self.config.engine.get("device_locks"),
+        }
+        try:
+            return sooner(
+                Path(str(self.config.hydra.sweep.dir)),
+                evaluation=evaluation,
+                store=Path(str(self.config.engine.store)).resolve(),
+                task=selected_task(self.config).name,
+                engine=engine,
+            )
+        except Exception as exc:  # noqa: BLE001 - the evaluation at the sweep's end says why
+            log.warning("no scoring during generation: %s: %s", type(exc).__name__, exc)
+            return None
+
+    def _finished(self, idx: int, ret: JobReturn | None) -> None:
+        """Tell the watch that job ``idx`` ended (with its directory when it wrote one)."""
+        if self.watch is None:
+            return
+        job_dir = None
+        if ret is not None and ret.status == JobStatus.COMPLETED:
+            # the job's output directory (Hydra's working_dir is it only when jobs chdir)
+            runtime = ret.hydra_cfg.hydra.runtime if ret.hydra_cfg is not None else None
+            found = runtime.output_dir if runtime is not None else ret.working_dir
+            job_dir = Path(str(found)) if found else None
+        self.watch.job_finished(idx, job_dir)
+
     @staticmethod
     def _specs(config: DictConfig, prepared: Any) -> set[str] | None:
         if _warm_pool() is None:
@@ -191,7 +297,7 @@ class OmnistoryLauncher(Launcher):
         config does not resolve here; it fails on its own when it runs)."""
         if idx not in self.needs:
             try:
-                self.needs[idx] = self._specs(*self._prepare(idx))
+                self.needs[idx] = self._specs(*self._prepared(idx))
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
                 log.debug("job #%d: its pooled components are not known: %s", idx, exc)
                 self.needs[idx] = None
@@ -210,7 +316,8 @@ class OmnistoryLauncher(Launcher):
         pool = _warm_pool()
         if pool is None:
             return
-        needed: set[str] = set()
+        # the models the evaluation's stream scores with stay for the evaluation at the end
+        needed: set[str] = self.watch.keep() if self.watch is not None else set()
         for idx in remaining:
             need = self._need(idx)
             if need is None:
@@ -232,7 +339,7 @@ class OmnistoryLauncher(Launcher):
         basic.setup(
             hydra_context=self.hydra_context, task_function=self.task_function, config=self.config
         )
-        if _warm_pool() is None or len(job_overrides) < 2:
+        if _warm_pool() is None or (len(job_overrides) < 2 and self.watch is None):
             return basic.launch(job_overrides, initial_job_idx)
         # one job at a time through the basic launcher, so that between two jobs the pool lets
         # go of the models no later job needs
@@ -240,7 +347,9 @@ class OmnistoryLauncher(Launcher):
         end = initial_job_idx + len(job_overrides)
         for n, overrides in enumerate(job_overrides):
             idx = initial_job_idx + n
-            runs.extend(basic.launch([overrides], idx))
+            done = basic.launch([overrides], idx)
+            runs.extend(done)
+            self._finished(idx, done[0] if done else None)
             self._release_unneeded(range(idx + 1, end))
         return runs
 
@@ -275,9 +384,10 @@ class OmnistoryLauncher(Launcher):
         starts: dict[int, int] = {}
         running: dict[int, tuple[subprocess.Popen[Any], list[str]]] = {}
         results: dict[int, JobReturn] = {}
+        spawned: dict[int, float] = {}
         try:
             while queue or running:
-                while queue and len(running) < n:
+                while queue and len(running) < n and not self._starting(running, spawned):
                     idx, overrides = queue.popleft()
                     payload = work / f"job-{idx}.pkl"
                     payload.write_bytes(
@@ -309,6 +419,7 @@ class OmnistoryLauncher(Launcher):
                         if "stdout" in console:
                             console["stdout"].close()  # the child has its own copy
                     running[idx] = (proc, overrides)
+                    spawned[idx] = time.time()
                 time.sleep(0.05)
                 self._learn_a_need()
                 for idx, (proc, overrides) in list(running.items()):
@@ -334,6 +445,7 @@ class OmnistoryLauncher(Launcher):
                         results[idx] = self._lost(idx, overrides, code, starts[idx])
                     (work / f"job-{idx}.pkl").unlink(missing_ok=True)
                     if idx in results:  # finished: its models may go, if no other job needs them
+                        self._finished(idx, results[idx])
                         self._release_unneeded([i for i, _ in queue] + list(running))
         finally:
             for proc, _ in running.values():  # the sweep itself was interrupted
@@ -342,6 +454,30 @@ class OmnistoryLauncher(Launcher):
                 proc.wait()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return [results[idx] for idx in sorted(results)]
+
+    def _starting(self, running: Mapping[int, Any], spawned: Mapping[int, float]) -> bool:
+        """With the sweep's scheduler, whether a job is still starting (its process has not yet
+        said it runs: ``.progress/job-N.json``): the next one starts after it, so that the first
+        jobs reach their first calls without every other job's start-up competing for the
+        CPU (at most :data:`PACE_S` apart)."""
+        if self.watch is None:
+            return False
+        from omnistory_core.engine.sweep_progress import PROGRESS_DIR
+
+        assert self.config is not None
+        progress = Path(str(self.config.hydra.sweep.dir)) / PROGRESS_DIR
+        now = time.time()
+        for idx in running:
+            since = spawned.get(idx, 0.0)
+            if now - since >= PACE_S:
+                continue
+            try:
+                said = (progress / f"job-{idx}.json").stat().st_mtime >= since
+            except OSError:
+                said = False
+            if not said:
+                return True
+        return False
 
     def _console(self, work: Path, idx: int) -> dict[str, Any]:
         """Where a job's console output goes: the terminal, unless the sweep's live progress
