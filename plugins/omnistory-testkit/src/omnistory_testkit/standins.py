@@ -11,7 +11,8 @@ parameters.  What the stand-ins return is derived from a hash of their inputs:
 * a planner: a valid plan; a backbone: narration, a small image, a short tone and a full plan;
 * an image expert: an 8x8 image; a TTS expert: a 0.1 s tone.
 
-``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time),
+``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time;
+``OMNISTORY_STANDIN_DELAYS='{"planner/gpt": 2.0}'`` sets some components' own),
 ``OMNISTORY_STANDIN_LOAD_S`` every load of a GPU component's stand-in (a stand-in for a model
 load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load, with its start and end);
 ``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
@@ -51,10 +52,12 @@ STANDIN_KINDS = ("planner", "backbone", "image", "tts")
 #: replaced too with ``make_standin_site(..., evaluators=True)``
 EVALUATOR_KINDS = ("metric", "judge")
 
-_PLUGIN = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
+_HEADER = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
 from omnistory_core.hookspecs import hookimpl
 from omnistory_testkit.standins import standin_classes
+'''
 
+_PLUGIN = """
 
 @hookimpl
 def register_planners(register):
@@ -78,7 +81,7 @@ def register_image_experts(register):
 def register_tts_experts(register):
     for cls in standin_classes("tts"):
         register(cls)
-'''
+"""
 
 
 _EVALUATOR_HOOKS = """
@@ -96,9 +99,10 @@ def register_judges(register):
 """
 
 
-def make_standin_site(directory: str | Path, evaluators: bool = False) -> Path:
+def make_standin_site(directory: str | Path, evaluators: bool = False, models: bool = True) -> Path:
     """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
-    ``evaluators``: every metric and judge is replaced by a stand-in too."""
+    ``evaluators``: every metric and judge is replaced by a stand-in too; ``models=False``: the
+    planners, backbones and experts are not (a task's own generation runs as it is)."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -109,7 +113,7 @@ def make_standin_site(directory: str | Path, evaluators: bool = False) -> Path:
         f"[omnistory]\n{ENTRY_POINT} = {MODULE}\n", encoding="utf-8"
     )
     (info / "RECORD").write_text("", encoding="utf-8")
-    plugin = _PLUGIN + (_EVALUATOR_HOOKS if evaluators else "")
+    plugin = _HEADER + (_PLUGIN if models else "") + (_EVALUATOR_HOOKS if evaluators else "")
     (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
 
@@ -177,8 +181,13 @@ def _digest(component: Any, item: dict[str, Any]) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _sleep() -> None:
+def _sleep(component: Any = None) -> None:
+    """``OMNISTORY_STANDIN_DELAY_S`` seconds, or the component's own in
+    ``OMNISTORY_STANDIN_DELAYS`` (JSON: ``{"planner/claude": 2.0}``)."""
     delay = float(os.environ.get("OMNISTORY_STANDIN_DELAY_S") or 0)
+    own = os.environ.get("OMNISTORY_STANDIN_DELAYS")
+    if own and component is not None:
+        delay = float(json.loads(own).get(component.key(), delay))
     if delay > 0:
         time.sleep(delay)
 
@@ -345,7 +354,7 @@ class _Planner(Planner):
         from omnistory_core.components import PlannerResponse
 
         start = time.time()
-        _sleep()
+        _sleep(self)
         digest = _digest(self, item)
         result = PlannerResponse(json.dumps(_plan(digest)))
         _log(self, digest, start, item, result)
@@ -360,7 +369,7 @@ class _Backbone(Backbone):
         from omnistory_core.components import BackboneOutput
 
         start = time.time()
-        _sleep()
+        _sleep(self)
         digest = _digest(self, item)
         plan = _plan(digest)
         result = BackboneOutput(
@@ -379,7 +388,7 @@ class _Image(ImageExpert):
 
     def run_one(self, item):
         start = time.time()
-        _sleep()
+        _sleep(self)
         digest = _digest(self, item)
         result = _image(digest)
         _log(self, digest, start, item, result)
@@ -392,7 +401,7 @@ class _TTS(TTSExpert):
 
     def run_one(self, item):
         start = time.time()
-        _sleep()
+        _sleep(self)
         digest = _digest(self, item)
         result = _tone(digest)
         _log(self, digest, start, item, result)
@@ -481,7 +490,7 @@ class _EvaluatorStandIn:
 
     def run_one(self, item):
         start = time.time()
-        _sleep()
+        _sleep(self)
         digest = _evaluator_digest(self, item)
         _log(self, digest, start, item)
         return EvalResult(
