@@ -85,6 +85,7 @@ class OmnistoryLauncher(Launcher):
         self.prepared: dict[int, tuple[DictConfig, Any] | None] = {}
         #: the sweep's watch (outlook and evaluate sooner, :mod:`omnistory_core.run.watch`)
         self.watch: Any = None
+        self._stream_tried = False
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -106,7 +107,7 @@ class OmnistoryLauncher(Launcher):
         n = parallel_jobs(self.jobs, devices)
         job_overrides = self._distinct_system_ids(job_overrides)
         self.needs = self._plan_jobs(job_overrides, initial_job_idx)
-        self.watch = self._start_watch(prepare_all=n == 1)
+        self.watch = self._start_watch()
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
@@ -199,43 +200,29 @@ class OmnistoryLauncher(Launcher):
             raise RuntimeError(f"job #{idx} could not be prepared")
         return found
 
-    def _start_watch(self, prepare_all: bool) -> Any:
+    def _start_watch(self) -> Any:
         """With the sweep's scheduler: the watch that tells it each component's remaining work
-        and, with ``engine.evaluate_sooner``, feeds the evaluation's stream the outputs already
-        final (:mod:`omnistory_core.run.watch`).  Jobs are prepared in this thread (composing a
-        config is no job for a second thread while jobs launch): here when ``prepare_all``
-        (jobs in this process), else one per poll of the parallel launcher."""
-        from omnistory_core.engine.schedule import scheduler_running
-
+        and, with ``engine.evaluate_sooner``, hands the evaluation's stream the outputs already
+        final (:mod:`omnistory_core.run.watch`; the stream is attached once the first job runs,
+        :meth:`_attach_stream`)."""
         pool = _warm_pool()
         assert self.config is not None
-        if pool is None or not scheduler_running(pool):
+        if pool is None or not bool(self.config.engine.get("scheduler", True)):
             return None
         from omnistory_core.run.watch import SweepWatch
 
-        if prepare_all:  # else the parallel launcher prepares one job per poll (_learn_a_need)
-            for idx in self.overrides:
-                try:
-                    self._prepared(idx)
-                except Exception as exc:  # noqa: BLE001 - the job reports it when it runs
-                    log.debug("job #%d not prepared for the sweep's watch: %s", idx, exc)
-        return SweepWatch(
-            Path(str(self.config.hydra.sweep.dir)),
-            pool,
-            list(self.overrides),
-            self._watched,
-            self._stream(),
-        ).start()
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        return SweepWatch(sweep_dir, pool, list(self.overrides)).start()
 
-    def _watched(self, idx: int) -> tuple[DictConfig, Any] | None:
-        """Job ``idx`` as the watch plans it (None: not prepared, or a task with its own
-        generation, whose directory the watch hands over when the job is done)."""
-        from omnistory_core.tasks import selected_task
-
-        found = self.prepared.get(idx)
-        if found is None or selected_task(found[0]).generate is not None:
-            return None
-        return found
+    def _attach_stream(self) -> None:
+        """Build the evaluation's stream and give it to the watch, once: in this thread (it
+        composes the evaluators' configs, no job for a second thread while jobs launch)."""
+        if self.watch is None or self._stream_tried:
+            return
+        self._stream_tried = True
+        stream = self._stream()
+        if stream is not None:
+            self.watch.attach(stream)
 
     def _stream(self) -> Any:
         """The evaluation's stream (evaluate sooner), or None: no evaluation configured, or
@@ -292,23 +279,42 @@ class OmnistoryLauncher(Launcher):
 
         return pooled_specs(config, prepared)
 
+    def _written(self, idx: int) -> dict[str, Any] | None:
+        """The config job ``idx`` wrote when it started (None: not started, or none)."""
+        from omnistory_core.engine.sweep_progress import read_job_config
+
+        assert self.config is not None
+        return read_job_config(str(self.config.hydra.sweep.dir), idx)
+
     def _need(self, idx: int) -> set[str] | None:
-        """The warm-pool specs job ``idx`` needs, learnt once (None: not known, a job whose
-        config does not resolve here; it fails on its own when it runs)."""
+        """The warm-pool specs job ``idx`` needs, learnt once: from the config it wrote when it
+        started, else composed here (None: not known, a job whose config does not resolve
+        here; it fails on its own when it runs)."""
         if idx not in self.needs:
             try:
-                self.needs[idx] = self._specs(*self._prepared(idx))
+                written = self._written(idx)
+                if written is not None:
+                    from omegaconf import OmegaConf
+
+                    from omnistory_core.run.generate import prepare_config
+
+                    prepared = prepare_config(written)
+                    self.needs[idx] = self._specs(OmegaConf.create(written), prepared)
+                else:
+                    self.needs[idx] = self._specs(*self._prepared(idx))
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
                 log.debug("job #%d: its pooled components are not known: %s", idx, exc)
                 self.needs[idx] = None
         return self.needs[idx]
 
     def _learn_a_need(self) -> None:
-        """Learn one more job's needs (a parallel sweep's idle moments: no job waits for it)."""
+        """Learn one more job's needs (a parallel sweep's idle moments: no job waits for it),
+        from the config a running job wrote: composing one here would hold up the launch."""
         if _warm_pool() is not None:
-            missing = [idx for idx in self.overrides if idx not in self.needs]
-            if missing:
-                self._need(missing[0])
+            for idx in self.overrides:
+                if idx not in self.needs and self._written(idx) is not None:
+                    self._need(idx)
+                    return
 
     def _release_unneeded(self, remaining: Sequence[int]) -> None:
         """Shut down the warm pool's models that none of the jobs ``remaining`` (not yet
@@ -349,6 +355,7 @@ class OmnistoryLauncher(Launcher):
             idx = initial_job_idx + n
             done = basic.launch([overrides], idx)
             runs.extend(done)
+            self._attach_stream()  # between jobs: this thread ran the first one
             self._finished(idx, done[0] if done else None)
             self._release_unneeded(range(idx + 1, end))
         return runs
@@ -421,6 +428,8 @@ class OmnistoryLauncher(Launcher):
                     running[idx] = (proc, overrides)
                     spawned[idx] = time.time()
                 time.sleep(0.05)
+                if running:
+                    self._attach_stream()
                 self._learn_a_need()
                 for idx, (proc, overrides) in list(running.items()):
                     code = proc.poll()
@@ -456,10 +465,10 @@ class OmnistoryLauncher(Launcher):
         return [results[idx] for idx in sorted(results)]
 
     def _starting(self, running: Mapping[int, Any], spawned: Mapping[int, float]) -> bool:
-        """With the sweep's scheduler, whether a job is still starting (its process has not yet
-        said it runs: ``.progress/job-N.json``): the next one starts after it, so that the first
-        jobs reach their first calls without every other job's start-up competing for the
-        CPU (at most :data:`PACE_S` apart)."""
+        """With the sweep's scheduler, whether as many jobs are starting as the machine has CPU
+        cores (a job starts until its process says it runs: ``.progress/job-N.json``, at most
+        :data:`PACE_S`): the next one waits, so that the first jobs reach their first calls
+        without every other job's start-up competing for the CPU."""
         if self.watch is None:
             return False
         from omnistory_core.engine.sweep_progress import PROGRESS_DIR
@@ -467,6 +476,7 @@ class OmnistoryLauncher(Launcher):
         assert self.config is not None
         progress = Path(str(self.config.hydra.sweep.dir)) / PROGRESS_DIR
         now = time.time()
+        starting = 0
         for idx in running:
             since = spawned.get(idx, 0.0)
             if now - since >= PACE_S:
@@ -475,9 +485,8 @@ class OmnistoryLauncher(Launcher):
                 said = (progress / f"job-{idx}.json").stat().st_mtime >= since
             except OSError:
                 said = False
-            if not said:
-                return True
-        return False
+            starting += not said
+        return starting >= (os.cpu_count() or 1)
 
     def _console(self, work: Path, idx: int) -> dict[str, Any]:
         """Where a job's console output goes: the terminal, unless the sweep's live progress

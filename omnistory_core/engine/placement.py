@@ -13,11 +13,12 @@ per load).  It returns which stage gets which free device(s) now (:class:`Grant`
    is loaded on a busy device, its stage waits for that device unless its remaining work
    outweighs a load and the wait would too (the busy device's remaining work by its measured call
    time; or it has waited a load's time): then it loads elsewhere.
-3. **One more replica** of a component that runs already is placed only where its share of the
-   remaining work outweighs its load: ``remaining / (replicas + 1) > load`` (seconds; the
-   remaining work is the component's distinct calls not yet handed out, over every stage asking,
-   and its expected calls still to come when the sweep says so, by its measured call time).  So
-   a component with less work left than one load is never spread; until its calls and load are
+3. **One more replica** of a component that runs already is placed only where the remaining work
+   each running replica has outweighs a load: ``remaining / replicas > load + one call``
+   (seconds; the remaining work is the component's distinct calls not yet handed out, over every
+   stage asking, and its expected calls still to come when the sweep says so, by its measured call
+   time), the condition for the component to finish sooner despite the new replica's load.  So a
+   component with less work left than one load is never spread; until its calls and load are
    measured, none is added.
 
 A stage never gets more replicas than its calls would keep busy (``ceil(calls / batch_size)``).
@@ -154,10 +155,11 @@ def place(
                 continue
         else:
             left = _remaining(ask.spec, asks, measures)
-            if load_s is None or left is None:
+            call_s = measures.call_s.get(ask.spec)
+            if load_s is None or left is None or call_s is None:
                 continue
-            if left / (running[ask.spec] + 1) <= load_s:
-                continue
+            if left / running[ask.spec] <= load_s + call_s:
+                continue  # the replicas running finish it sooner than a load and a call
         free.sort(key=lambda d: _kept_for(d, warm, asks, measures))
         grant(ask, free[: ask.need])
     return grants

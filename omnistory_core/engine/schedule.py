@@ -103,11 +103,10 @@ def scheduler_running(pool: Path) -> bool:
     return (pool / f"{NAME}.json").exists() and _alive(pool)
 
 
-def start_scheduler(pool: Path, devices: list[str], timeout_s: float = 60.0) -> int | None:
-    """Start the sweep's scheduler for ``devices`` and wait until it listens; its pid (None: it
-    did not start, and stages lease devices on their own)."""
-    registration = pool / f"{NAME}.json"
-    registration.unlink(missing_ok=True)
+def start_scheduler(pool: Path, devices: list[str]) -> int:
+    """Start the sweep's scheduler for ``devices``; its pid.  Not waited for: a stage that asks
+    before it listens (or when it failed to start) leases devices on its own."""
+    (pool / f"{NAME}.json").unlink(missing_ok=True)
     args = [
         sys.executable,
         "-m",
@@ -123,13 +122,7 @@ def start_scheduler(pool: Path, devices: list[str], timeout_s: float = 60.0) -> 
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile
         )
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        if registration.exists():
-            return proc.pid
-        time.sleep(0.02)
-    log.warning("the sweep's scheduler did not start: every stage leases devices on its own")
-    return None
+    return proc.pid
 
 
 def write_outlook(pool: Path, expected: dict[str, int]) -> None:

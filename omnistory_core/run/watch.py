@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,27 +49,29 @@ class _Job:
         self.walk = walk
         self.retry = retry
         self.store = store
+        #: examples handed to the stream (all outputs final)
         self.fed: set[int] = set()
+        #: every example's outputs are final: nothing left to count
+        self.final = False
 
 
 class SweepWatch:
-    """See the module docstring.  ``prepare(idx)``: job ``idx``'s (config, prepared system), or
-    None for a job not prepared yet or one the watch cannot plan (a task with its own
-    generation); ``stream``: the evaluation's stream, or None."""
+    """See the module docstring.  ``jobs``: the sweep's job numbers; each is planned once it has
+    written its config (:func:`~omnistory_core.engine.sweep_progress.read_job_config`, at its
+    start; a task with its own generation writes none).  ``stream``: the evaluation's stream,
+    or None (:meth:`attach` may give it later)."""
 
     def __init__(
         self,
         sweep_dir: Path,
         pool: Path,
         jobs: list[int],
-        prepare: Callable[[int], tuple[Any, Any] | None],
         stream: Any = None,
         poll_s: float = POLL_S,
     ):
         self.sweep_dir = Path(sweep_dir)
         self.pool = pool
         self.pending_jobs = list(jobs)
-        self.prepare = prepare
         self.stream = stream
         self.poll_s = poll_s
         self.jobs: dict[int, _Job | None] = {}
@@ -84,6 +85,12 @@ class SweepWatch:
         _RUNNING[str(self.sweep_dir.resolve())] = self
         self._thread.start()
         return self
+
+    def attach(self, stream: Any) -> None:
+        """The evaluation's stream, once it is built: it gets every final output from then on
+        (those final already included)."""
+        with self._lock:
+            self.stream = stream
 
     def keep(self) -> set[str]:
         """The warm-pool specs the evaluation's stream scores with (kept loaded for it)."""
@@ -119,20 +126,23 @@ class SweepWatch:
                 return
 
     def _job(self, idx: int) -> _Job | None:
-        """Job ``idx``'s walk, once the launcher has prepared it (None until then, and for a
-        job the watch does not plan)."""
+        """Job ``idx``'s walk, once the job has written its config (None until then)."""
         if self.jobs.get(idx) is None:
             from omnistory_core.engine.hashing import MediaHasher
             from omnistory_core.engine.job import job_walk
+            from omnistory_core.engine.sweep_progress import read_job_config
+            from omnistory_core.run.generate import prepare_config
 
-            found = self.prepare(idx)
-            if found is not None:
-                config, prepared = found
-                self._media = self._media or MediaHasher()
-                walk = job_walk(prepared.examples, prepared.components, self._media)
-                store = Path(str(config.engine.store)).resolve()
-                retry = config.engine.retry_failures
-                self.jobs[idx] = _Job(idx, prepared.system.system_id, walk, retry, store)
+            config = read_job_config(self.sweep_dir, idx)
+            if config is None:
+                return None
+            prepared = prepare_config(config)
+            self._media = self._media or MediaHasher()
+            walk = job_walk(prepared.examples, prepared.components, self._media)
+            engine = config["engine"]
+            store = Path(str(engine["store"])).resolve()
+            retry = engine.get("retry_failures", "errors")
+            self.jobs[idx] = _Job(idx, prepared.system.system_id, walk, retry, store)
         return self.jobs.get(idx)
 
     def _poll(self, final: bool = False) -> None:
@@ -144,7 +154,9 @@ class SweepWatch:
             if self._stop.is_set() and not final:
                 return
             job = self._job(idx)
-            if job is None or (len(job.fed) == len(job.walk.examples)):
+            if job is None or (job.final and len(job.fed) == len(job.walk.examples)):
+                continue
+            if job.final and self.stream is None:
                 continue
             plan = plan_job(
                 walk=job.walk,
@@ -158,9 +170,12 @@ class SweepWatch:
             self._feed(job, plan["candidates"])
         with self._lock:
             finished, self._finished = self._finished, []
+        if self.stream is None:  # not built yet: these jobs are handed over once it is
+            with self._lock:
+                self._finished[:0] = finished
+            finished = []
         for job_dir in finished:
-            if self.stream is not None:
-                self.stream.job_done(job_dir)
+            self.stream.job_done(job_dir)
         outlook = {key: len(names) for key, names in remaining.items()}
         expected = getattr(self.stream, "expected", None)
         if callable(expected):
@@ -176,6 +191,8 @@ class SweepWatch:
             for index, entry in by_index.items()
             if not any(isinstance(v, dict) and "pending" in v for v in entry.values())
         }
-        if self.stream is not None and (final - job.fed or len(final) < len(by_index)):
-            self.stream.update(job.system, job.walk.examples, by_index, final)
-        job.fed |= final
+        job.final = len(final) == len(by_index)
+        stream = self.stream
+        if stream is not None and (final - job.fed or len(final) < len(by_index)):
+            stream.update(job.system, job.walk.examples, by_index, final)
+            job.fed |= final
