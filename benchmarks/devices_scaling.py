@@ -14,8 +14,10 @@ name handed to a worker; nothing needs a real GPU).  For each k, on a fresh outp
    be 0), model loads made and the distinct (component, device) pairs they were made on (equal
    with the warm pool), and a digest of every generated file of every job (must equal k = 1's).
 
-Then the largest k once more without the warm pool (``engine.warm_pool=false``: every job's
-stage starts and loads its own replicas), for the loads that costs (``--no-today`` skips it).
+With the warm pool the sweep's scheduler places every replica (``engine.scheduler``,
+:mod:`omnistory_core.engine.schedule`).  Then the largest k once more without the warm pool
+(``engine.warm_pool=false``: every job's stage starts and loads its own replicas, no scheduler),
+for the loads that costs (``--no-today`` skips it).
 
 Prints one row per k: wall time, speed-up against k = 1 and efficiency (speed-up / k), planned and
 made calls, loads and pairs; and last, exactly one line::
@@ -26,13 +28,15 @@ made calls, loads and pairs; and last, exactly one line::
 pairs it used, calls made twice over every run, outputs equal to k = 1's or not).  The hosted
 planners (gpt, claude) use no GPU: they run in the jobs' own processes.
 
-``--evaluate``: the sweep also scores itself at its end (``evaluation.metrics=[clip]``,
+``--evaluate``: the sweep also scores itself (``evaluation.metrics=[clip]``,
 ``evaluation.judges=[text-qwen3-30b-a3b]``, a metric and a judge that need a GPU, replaced by their
-stand-ins too: ``make_standin_site(..., evaluators=True)``), on the sweep's devices: metric and
-judge stages on replicas, evaluator-major over the sweep.  Their calls and loads count in every
-figure (planned, made, twice, loads, pairs), and the digest covers the scores table too (must
-equal k = 1's).  The stand-in evaluators take one item per chunk (``batch_size=1``): the sweep's
-handful of items per evaluator would otherwise be one chunk, which no number of devices shares.
+stand-ins too: ``make_standin_site(..., evaluators=True)``), on the sweep's devices: the items
+whose outputs are final while generation goes on (``engine.evaluate_sooner``), the rest at its
+end.  Their calls and loads count in every figure (planned, made, twice, loads, pairs), and the
+digest covers the scores table too (must equal k = 1's).  The stand-in evaluators take one item
+per chunk (``batch_size=1``): the sweep's handful of items per evaluator would otherwise be one
+chunk, which no number of devices shares.  The line "evaluation" gives the time from the last
+generation call to the last evaluator call (the evaluation's tail).
 
 ``--timeline [DIR]``: where each device's time went, per k (:mod:`timeline`): in ``DIR``
 (default ``devices-timeline``) ``timeline-k<k>.csv`` (per device every load, call and idle gap,

@@ -243,8 +243,11 @@ class OmnistoryLauncher(Launcher):
         sooner = getattr(service, "sooner", None)
         if not callable(sooner):
             return None
+        from omnistory_core.engine.devices import resolve_devices
+
+        # the devices as this process resolved them for the sweep (auto: the ones it sees)
         engine = {
-            "devices": OmegaConf.to_container(self.config.engine, resolve=True).get("devices"),
+            "devices": resolve_devices(self.config.engine.get("devices")),
             "device_locks": self.config.engine.get("device_locks"),
         }
         try:
@@ -286,13 +289,16 @@ class OmnistoryLauncher(Launcher):
         assert self.config is not None
         return read_job_config(str(self.config.hydra.sweep.dir), idx)
 
-    def _need(self, idx: int) -> set[str] | None:
+    def _need(self, idx: int, compose: bool = True) -> set[str] | None:
         """The warm-pool specs job ``idx`` needs, learnt once: from the config it wrote when it
         started, else composed here (None: not known, a job whose config does not resolve
-        here; it fails on its own when it runs)."""
+        here; it fails on its own when it runs; or, with ``compose=False``, a job that has
+        not written its config yet)."""
         if idx not in self.needs:
+            written = self._written(idx)
+            if written is None and not compose:
+                return None
             try:
-                written = self._written(idx)
                 if written is not None:
                     from omegaconf import OmegaConf
 
@@ -316,16 +322,17 @@ class OmnistoryLauncher(Launcher):
                     self._need(idx)
                     return
 
-    def _release_unneeded(self, remaining: Sequence[int]) -> None:
+    def _release_unneeded(self, remaining: Sequence[int], compose: bool = True) -> None:
         """Shut down the warm pool's models that none of the jobs ``remaining`` (not yet
-        finished) needs; nothing while one of them has needs not known."""
+        finished) needs; nothing while one of them has needs not known (``compose=False``: a
+        job that has not said what it runs is not composed here to learn it)."""
         pool = _warm_pool()
         if pool is None:
             return
         # the models the evaluation's stream scores with stay for the evaluation at the end
         needed: set[str] = self.watch.keep() if self.watch is not None else set()
         for idx in remaining:
-            need = self._need(idx)
+            need = self._need(idx, compose)
             if need is None:
                 return
             needed |= need
@@ -455,7 +462,9 @@ class OmnistoryLauncher(Launcher):
                     (work / f"job-{idx}.pkl").unlink(missing_ok=True)
                     if idx in results:  # finished: its models may go, if no other job needs them
                         self._finished(idx, results[idx])
-                        self._release_unneeded([i for i, _ in queue] + list(running))
+                        # (composing a job's config here would hold up the others' launch)
+                        remaining = [i for i, _ in queue] + list(running)
+                        self._release_unneeded(remaining, compose=self.watch is None)
         finally:
             for proc, _ in running.values():  # the sweep itself was interrupted
                 proc.terminate()

@@ -65,6 +65,8 @@ class Measures:
     call_s: Mapping[str, float] = field(default_factory=dict)
     load_s: Mapping[str, float] = field(default_factory=dict)
     expected: Mapping[str, int] = field(default_factory=dict)
+    #: spec -> component, for the loaded models no stage asks for now
+    components: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def _remaining(spec: str, asks: Sequence[Ask], measures: Measures) -> float | No
         return None
     mine = [a for a in asks if a.spec == spec]
     calls = len(frozenset().union(*(a.keys for a in mine))) if mine else 0
-    component = mine[0].component if mine else ""
+    component = mine[0].component if mine else measures.components.get(spec, "")
     return max(calls, measures.expected.get(component, 0)) * call_s
 
 
@@ -140,12 +142,14 @@ def place(
                 grant(ask, here[: ask.need])
                 changed = True
                 break
-    # a tensor-parallel stage waiting longest keeps the devices that free up for it
+    # a tensor-parallel stage waiting longest keeps the devices that free up for it, and gets
+    # them before any single-device stage once there are enough
     wide = [a for a in order() if a.need > 1 and running.get(a.spec, 0) == 0]
+    wide.sort(key=lambda a: a.since)
     if wide and len(free) < wide[0].need:
         return grants
     # 2. and 3. cold devices: a first replica, or one more where it pays for its load
-    for ask in order():
+    for ask in wide[:1] + [a for a in order() if a not in wide[:1]]:
         if len(free) < ask.need or not ask.wants_more():
             continue
         load_s = measures.load_s.get(ask.component)

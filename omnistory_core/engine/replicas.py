@@ -28,7 +28,6 @@ same; a server computing for a job that is killed exits at once instead of dying
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -50,12 +49,15 @@ from omnistory_core.engine.devices import (
     resolve_devices,
 )
 from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
-from omnistory_core.engine.schedule import POLL_S, SchedulerGone, Ticket, open_ticket
+from omnistory_core.engine.schedule import SchedulerGone, Ticket, open_ticket
 from omnistory_core.engine.stage import StageRun
 
 log = logging.getLogger("omnistory")
 
 __all__ = ["SHARED_DEVICES_ENV", "ReplicaRunner", "replica_of", "stage_devices"]
+
+#: how often a stage waiting for devices looks in the store for calls other processes made
+LOOK_S = 0.5
 
 #: set (to 1) by a launcher that runs several jobs at once on this machine: even one device is
 #: then a pool, so that two jobs never load models onto the same GPU at the same time
@@ -287,7 +289,7 @@ class ReplicaRunner:
         while not errors:
             keys = _short(stage.unclaimed_keys())
             if not keys:
-                _decline(ticket)
+                ticket.decline()
                 return
             if keys != told:
                 ticket.send({"op": "keys", "keys": keys})
@@ -295,7 +297,7 @@ class ReplicaRunner:
             granted = ticket.grant()
             if granted is None:
                 busy = any(r.thread is not None and r.thread.is_alive() for r in replicas)
-                if not busy and time.monotonic() - looked > POLL_S:
+                if not busy and time.monotonic() - looked > LOOK_S:
                     stage.skip_done()
                     looked = time.monotonic()
                 continue
@@ -453,13 +455,6 @@ class _Loader:
             self.stage.count_load()
             outputs = self.worker.run_batch(items)
         return outputs
-
-
-def _decline(ticket: Ticket) -> None:
-    """Give back grants that came after the stage handed out its last call."""
-    with contextlib.suppress(SchedulerGone):
-        while (granted := ticket.grant(0.0)) is not None:
-            ticket.free(granted)
 
 
 def _short(keys: list[str]) -> list[str]:

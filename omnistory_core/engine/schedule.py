@@ -27,6 +27,9 @@ written by the stage's process, so the store stays the only shared state.  ``kil
   (the locks still keep each device to one replica) and so does every later stage, so the sweep
   finishes with nothing lost and nothing computed twice.
 
+It also keeps spare processes ready to become new pool servers (:mod:`.spares`), so that a
+device given a model it has not loaded waits for the load, not for a Python process to start.
+
 ``<pool>/scheduler.json`` (pid, socket address) and ``scheduler.alive`` (a lock it holds while it
 lives) register it; ``scheduler.log`` has one line per grant.  It exits with its sweep's process.
 ``<pool>/outlook.json`` (``{component: calls still expected}``, written by the sweep) tells it
@@ -143,6 +146,7 @@ class Ticket:
         self._send_lock = threading.Lock()
         self._grants: queue.Queue[list[str] | None] = queue.Queue()
         self._gone = False
+        self.declining = False
         threading.Thread(target=self._read, daemon=True, name="scheduler-ticket").start()
 
     def _read(self) -> None:
@@ -150,8 +154,29 @@ class Ticket:
             for line in self._conn.makefile("r", encoding="utf-8"):
                 message = json.loads(line)
                 if message.get("op") == "grant":
-                    self._grants.put([str(d) for d in message["devices"]])
+                    devices = [str(d) for d in message["devices"]]
+                    if self.declining:  # granted as the stage ran out of calls: back at once
+                        self.free(devices)
+                    else:
+                        self._grants.put(devices)
         self._grants.put(None)
+
+    def decline(self) -> None:
+        """The stage has handed out its last call: no more replicas.  A grant still on its way
+        is given back as it comes (the stage may wait a while yet for its replicas or for calls
+        other processes hold, and must not hold a device meanwhile)."""
+        with contextlib.suppress(SchedulerGone):
+            self.send({"op": "keys", "keys": []})
+        self.declining = True
+        while True:
+            try:
+                devices = self._grants.get_nowait()
+            except queue.Empty:
+                return
+            if devices is None:
+                self._grants.put(None)
+                return
+            self.free(devices)
 
     def send(self, message: dict[str, Any]) -> None:
         if self._gone:
@@ -233,7 +258,12 @@ class Scheduler:
         self.busy_until: dict[str, float] = {}
         self.clients: dict[int, _Client] = {}
         self.call_s: dict[str, list[float]] = {}  # spec -> [seconds, calls]
+        self.components: dict[str, str] = {}  # spec -> component (kind/name)
         self.out = out or sys.stderr
+        #: spare processes kept ready for new pool servers (one per device, at most 4)
+        self.spares = min(len(devices), 4)
+        self._starting: list[subprocess.Popen[bytes]] = []
+        self._restocked = 0.0
         self._next = 0
         self._outlook: tuple[float, dict[str, int]] = (0.0, {})
 
@@ -244,6 +274,7 @@ class Scheduler:
         warm: dict[str, set[str]] = {}
         for entry in _servers(self.pool):
             warm.setdefault(entry["spec"], set()).update(entry["devices"])
+            self.components[entry["spec"]] = entry["component"]
         return {spec: frozenset(on) for spec, on in warm.items()}
 
     def _expected(self) -> dict[str, int]:
@@ -259,12 +290,12 @@ class Scheduler:
         from omnistory_core.engine.pool import load_seconds
 
         loads = {}
-        for component in {a.component for a in asks}:
+        for component in {a.component for a in asks} | set(self.components.values()):
             seconds = load_seconds(self.pool, component)
             if seconds is not None:
                 loads[component] = seconds
         calls = {spec: s / n for spec, (s, n) in self.call_s.items() if n}
-        return Measures(call_s=calls, load_s=loads, expected=self._expected())
+        return Measures(calls, loads, self._expected(), dict(self.components))
 
     # -- deciding -----------------------------------------------------------------------------
     def assign(self) -> None:
@@ -339,6 +370,21 @@ class Scheduler:
         with contextlib.suppress(OSError):
             client.conn.close()
 
+    def restock(self, owner: int) -> None:
+        """Keep :attr:`spares` spare processes ready (:mod:`.spares`), one more at a time."""
+        from omnistory_core.engine.spares import live_spares, start_spare
+
+        now = time.monotonic()
+        if self.spares <= 0 or now < self._restocked:
+            return
+        self._restocked = now + 1.0
+        starting = [p for p in self._starting if p.poll() is None]
+        ready = len(live_spares(self.pool))
+        # a started spare counts until it registers (then it is ready) or ends
+        self._starting = [p for p in starting if not (self.pool / f"spare-{p.pid}.json").exists()]
+        if ready + len(self._starting) < self.spares:
+            self._starting.append(start_spare(self.pool, owner))
+
     # -- the loop -----------------------------------------------------------------------------
     def serve(self, listener: socket.socket, owner: int) -> None:
         selector = selectors.DefaultSelector()
@@ -369,6 +415,7 @@ class Scheduler:
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         self.handle(ident, json.loads(line))
             self.assign()
+            self.restock(owner)
 
 
 def _owner_alive(owner: int) -> bool:

@@ -1,7 +1,7 @@
 """While a sweep's jobs run: the work each component has left, and the outputs already final.
 
 :class:`SweepWatch` is a thread of the sweep's process (``hydra/launcher=omnistory`` starts it
-with the sweep's scheduler, :mod:`omnistory_core.engine.schedule`).  About once a second it plans
+with the sweep's scheduler, :mod:`omnistory_core.engine.schedule`).  About twice a second it plans
 every job not finished yet from the store, as the dry run does
 (:func:`~omnistory_core.engine.dryrun.plan_job`, read only; an expert's call still to make named
 by its upstream call, so jobs sharing it count it once), and from that:
@@ -33,7 +33,7 @@ log = logging.getLogger("omnistory")
 
 __all__ = ["SweepWatch", "running_watch"]
 
-POLL_S = 1.0
+POLL_S = 0.5
 _RUNNING: dict[str, SweepWatch] = {}
 
 

@@ -48,7 +48,7 @@ SWEEP = Path("out/sweeps/s")
 CALL_S, LOAD_S = 0.2, 2.0
 #: the planners (hosted: no device) take longer per plan than the experts, so the devices have
 #: room while plans come, as in a sweep with hosted planners
-PLAN_S = 1.0
+PLAN_S = 2.0
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -110,16 +110,22 @@ def test_scores_start_before_generation_ends_and_match_the_scores_after_it(
 
 
 def _killed_scheduler_sweep(root: Path) -> tuple[subprocess.Popen, int, float]:
-    """A sweep on three devices whose scheduler is killed (SIGKILL) once GPU calls run: the
-    sweep, the scheduler's pid and when it was killed."""
+    """A sweep on the three devices it sees whose scheduler is killed (SIGKILL) once GPU calls
+    run: the sweep, the scheduler's pid and when it was killed."""
     sweep = subprocess.Popen(
         [
             sys.executable, "-m", "omnistory_core",
             "-m", "planner=claude", "image=kontext,dev", "tts=parler,voxcpm",
-            *COMMON, "evaluation.metrics=[clip]", "engine.devices=[0,1,2]",
+            # auto: the GPUs the sweep's process sees, as every job it starts must see them
+            *COMMON, "evaluation.metrics=[clip]", "engine.devices=auto",
         ],
         cwd=root,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **standin_env(root, 0.4, evaluators=True)},
+        env={
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "CUDA_VISIBLE_DEVICES": "0,1,2",
+            **standin_env(root, 0.4, evaluators=True),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -156,6 +162,8 @@ def test_a_killed_scheduler_loses_nothing_and_computes_nothing_twice(tmp_path: P
     made = Counter(c["digest"] for c in calls)
     assert max(made.values()) == 1, "a call was made twice"
     assert any(c["end"] > killed and c["gpus"] for c in calls), "no GPU call after the kill"
+    # every job, also those started after the evaluation's stream, ran its GPU calls on them
+    assert {c["devices"] for c in calls if c["gpus"]} <= {"0", "1", "2"}
     # nothing lost: every output of every job, every score, and a rerun has nothing to make
     assert len(job_outputs(tmp_path / SWEEP, jobs)) == 3 * LIMIT * len(jobs)
     rows = [json.loads(r) for r in (tmp_path / SWEEP / "scores.jsonl").read_text().splitlines()]

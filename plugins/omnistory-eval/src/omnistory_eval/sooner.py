@@ -21,6 +21,7 @@ it runs loses nothing but the calls in flight (their key locks die with the proc
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -142,7 +143,16 @@ class SoonerEvaluation:
             GlobalHydra.instance().hydra = hydra
         blocked = {p.evaluator for p in preflight(evaluators, warn=None)}
         self.lanes = [_Lane(self, e) for e in evaluators if e.key() not in blocked]
-        self.devices = evaluation_devices(self.sweep_dir, evaluators, self.store.root, engine)
+        # the sweep's process keeps the GPUs it sees: the jobs it starts later resolve
+        # engine.devices=auto from them (a device runner hides them from its own process)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            self.devices = evaluation_devices(self.sweep_dir, evaluators, self.store.root, engine)
+        finally:
+            if visible is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = visible
         self.media = MediaHasher()
         self.cond = threading.Condition()
         self.closing = False
