@@ -24,6 +24,11 @@ sweep's warm pool (:mod:`omnistory_core.engine.pool`): it outlives the stage and
 component is loaded once per device for the whole sweep, and the devices where it is loaded are
 leased first.  Claiming, the retry of a dead replica's chunk and the lease per device are the
 same; a server computing for a job that is killed exits at once instead of dying with it.
+
+With the sweep's scheduler (:mod:`omnistory_core.engine.schedule`, started with the warm pool), a
+stage does not lease devices on its own: it asks the scheduler (a :class:`Ticket`, telling it the
+calls it has not handed out) and starts a replica on each device it is granted, still under the
+device's lock.  If the scheduler is gone, the stage goes on leasing devices itself.
 """
 
 from __future__ import annotations
@@ -154,11 +159,8 @@ class ReplicaRunner:
         store_root: str | Path,
         poll_s: float = 0.1,
         warm: Path | None = None,
-        scheduled: bool = True,
     ):
         self.pool = pool
-        #: with the warm pool: ask the sweep's scheduler for devices when it runs one
-        self.scheduled = scheduled
         self.store_root = str(store_root)
         self.poll_s = poll_s
         #: the sweep's warm pool: replicas are its servers, and devices where the component is
@@ -257,7 +259,7 @@ class ReplicaRunner:
     def _ticket(self, stage: StageRun, need: int) -> Ticket | None:
         """The stage's connection to the sweep's scheduler (None: there is none; the stage
         leases devices on its own)."""
-        if self.warm is None or not self.scheduled or stage.unclaimed() == 0:
+        if self.warm is None or stage.unclaimed() == 0:
             return None
         from omnistory_core.engine.pool import component_spec
 
@@ -377,7 +379,7 @@ class ReplicaRunner:
         ticket: Ticket | None = None,
     ) -> None:
         """One replica: load once, then claimed chunks until none are left; devices back (and,
-        with the scheduler, told free with what the replica made)."""
+        with the scheduler, each chunk's calls and seconds told, and the devices told free)."""
 
         def note(stage: StageRun, seconds: float, calls: int) -> None:
             self._note(stage, seconds, calls)
