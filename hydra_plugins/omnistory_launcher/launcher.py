@@ -26,6 +26,7 @@ as with the basic launcher.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -86,6 +87,8 @@ class OmnistoryLauncher(Launcher):
         #: the sweep's watch (outlook and evaluate sooner, :mod:`omnistory_core.run.watch`)
         self.watch: Any = None
         self._stream_tried = False
+        #: job processes started before their jobs (:mod:`.hosts`)
+        self.hosts: list[subprocess.Popen[bytes]] = []
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -93,6 +96,28 @@ class OmnistoryLauncher(Launcher):
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
+        self.hosts = self._start_hosts()
+
+    def _start_hosts(self) -> list[subprocess.Popen[bytes]]:
+        """With the sweep's scheduler and jobs in parallel processes: the processes of the jobs
+        that start first, booting now, while Hydra checks the sweep's job configs
+        (:mod:`.hosts`)."""
+        from omnistory_core.engine.devices import DeviceError, resolve_devices
+        from omnistory_core.engine.replicas import SHARED_DEVICES_ENV
+
+        assert self.config is not None
+        engine = self.config.engine
+        if _warm_pool() is None or not bool(engine.get("scheduler", True)):
+            return []
+        try:
+            n = parallel_jobs(self.jobs, resolve_devices(engine.get("devices")))
+        except (DeviceError, ValueError):
+            return []
+        if n < 2:
+            return []
+        from hydra_plugins.omnistory_launcher.hosts import start_hosts
+
+        return start_hosts(min(n, os.cpu_count() or 1), {**os.environ, SHARED_DEVICES_ENV: "1"})
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -105,6 +130,8 @@ class OmnistoryLauncher(Launcher):
         except DeviceError:
             devices = []  # every job says why in its job_error.json
         n = parallel_jobs(self.jobs, devices)
+        if n == 1:
+            self._close_hosts()
         job_overrides = self._distinct_system_ids(job_overrides)
         self.needs = self._plan_jobs(job_overrides, initial_job_idx)
         self.watch = self._start_watch()
@@ -422,16 +449,7 @@ class OmnistoryLauncher(Launcher):
                     starts[idx] = starts.get(idx, 0) + 1
                     if starts[idx] == 1:
                         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-                    console = self._console(work, idx)
-                    try:
-                        proc = subprocess.Popen(
-                            [sys.executable, "-m", __name__, str(payload), str(result)],
-                            env=env,
-                            **console,
-                        )
-                    finally:
-                        if "stdout" in console:
-                            console["stdout"].close()  # the child has its own copy
+                    proc = self._job_process(work, idx, payload, result, env)
                     running[idx] = (proc, overrides)
                     spawned[idx] = time.time()
                 time.sleep(0.05)
@@ -466,6 +484,7 @@ class OmnistoryLauncher(Launcher):
                         remaining = [i for i, _ in queue] + list(running)
                         self._release_unneeded(remaining, compose=self.watch is None)
         finally:
+            self._close_hosts()
             for proc, _ in running.values():  # the sweep itself was interrupted
                 proc.terminate()
             for proc, _ in running.values():
@@ -496,6 +515,36 @@ class OmnistoryLauncher(Launcher):
                 said = False
             starting += not said
         return starting >= (os.cpu_count() or 1)
+
+    def _job_process(
+        self, work: Path, idx: int, payload: Path, result: Path, env: dict[str, str]
+    ) -> subprocess.Popen[Any]:
+        """Job ``idx``'s process: a host started for it (:mod:`.hosts`), else a fresh one."""
+        from hydra_plugins.omnistory_launcher.hosts import hand_over
+
+        console = self._console(work, idx)
+        log = work / f"job-{idx}.log" if "stdout" in console else None
+        try:
+            while self.hosts:
+                host = self.hosts.pop(0)
+                if hand_over(host, payload, result, log):
+                    return host
+            return subprocess.Popen(
+                [sys.executable, "-m", __name__, str(payload), str(result)], env=env, **console
+            )
+        finally:
+            if "stdout" in console:
+                console["stdout"].close()  # the child has its own copy
+
+    def _close_hosts(self) -> None:
+        """Hosts no job was handed to exit (their stdin closes)."""
+        hosts, self.hosts = self.hosts, []
+        for host in hosts:
+            if host.stdin is not None:
+                with contextlib.suppress(OSError):
+                    host.stdin.close()
+        for host in hosts:
+            host.wait()
 
     def _console(self, work: Path, idx: int) -> dict[str, Any]:
         """Where a job's console output goes: the terminal, unless the sweep's live progress
@@ -613,6 +662,10 @@ def _run_child(payload: Path, result: Path) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv == ["--host"]:
+        from hydra_plugins.omnistory_launcher.hosts import host_main
+
+        return host_main(_run_child)
     return _run_child(Path(argv[0]), Path(argv[1]))
 
 
