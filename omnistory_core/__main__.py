@@ -9,8 +9,8 @@ python -m omnistory_core env create tts=parler  a virtual environment for one co
 python -m omnistory_core progress SWEEP_DIR     a sweep's progress (any launcher; --watch)
 
 Subcommands are registered by plugins (``register_commands``): the core's own above, and
-``evaluate``, ``judges``, ``prefetch`` from omnistory-eval, ``report``, ``human`` from
-omnistory-report.
+``evaluate``, ``judges``, ``prefetch`` from omnistory-eval, ``report``, ``export``, ``human``
+from omnistory-report.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ ELSEWHERE = {
     "judges": EVAL_DISTRIBUTION,
     "prefetch": EVAL_DISTRIBUTION,
     "report": REPORT_DISTRIBUTION,
+    "export": REPORT_DISTRIBUTION,
     "human": REPORT_DISTRIBUTION,
 }
 

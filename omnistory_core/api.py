@@ -25,7 +25,8 @@ What is here:
 * **Components**: the base class of each kind (:class:`Planner`, :class:`Backbone`,
   :class:`ImageExpert`, :class:`TTSExpert`, :class:`Metric`, :class:`Judge`) and the kinds; what
   they return (:class:`PlannerResponse`, :class:`BackboneOutput`, :class:`Audio`,
-  :class:`EvalResult`, :class:`Failure`) and read (:class:`Media`, the ``*_INPUTS`` names);
+  :class:`EvalResult`, :class:`ImageOutput`, :class:`Failure`) and read (:class:`Media`, the
+  ``*_INPUTS`` names);
   :data:`hookimpl` to register them; :func:`current_example` / :func:`current_examples`, the
   example a call is on (for logging: never part of the call key).
 * **Labels and the plan**: the contract's labels (:data:`EMOTIONS`, ...) and the plan schema a
@@ -57,6 +58,7 @@ from omnistory_core.components import (
     EvalResult,
     Evaluator,
     ImageExpert,
+    ImageOutput,
     Judge,
     Media,
     Metric,
@@ -115,6 +117,7 @@ __all__ = [
     "Evaluator",
     "Failure",
     "ImageExpert",
+    "ImageOutput",
     "Judge",
     "KINDS",
     "Media",

@@ -222,9 +222,50 @@ def check_available(cfg: DictConfig) -> None:
         raise PluginError("; ".join(str(v) for v in dict(plain).values()))  # type: ignore[arg-type]
 
 
+def check_dataset_task(cfg: DictConfig, task_name: str) -> None:
+    """Refuse a dataset that another installed task declares (``dataset=vistory_fixture`` under
+    the default task): one line naming both tasks, before any model is built."""
+    from omnistory_core.tasks import dataset_task
+
+    name = str((cfg.get("dataset") or {}).get("name"))
+    owner = dataset_task(name)
+    if owner is not None and owner != task_name:
+        raise ConfigError(
+            f"dataset={name} is a dataset of task {owner}, but this run's task is {task_name};"
+            f" add task={owner} (or choose a dataset of task {task_name})"
+        )
+
+
+#: what Hydra writes into a job directory before the task runs (its config and the job's log)
+HYDRA_BOOKKEEPING = ".hydra"
+
+
+def discard_if_untouched(output_dir: Path, stop_at: Path) -> None:
+    """Remove a single run's job directory that holds nothing but what Hydra wrote before the
+    task ran (``.hydra/`` and the log), and the folders above it that this left empty (up to
+    ``stop_at``): a run refused before it started leaves nothing behind."""
+    import shutil
+
+    if not output_dir.is_dir():
+        return
+    for entry in output_dir.iterdir():
+        if entry.name != HYDRA_BOOKKEEPING and not (entry.is_file() and entry.suffix == ".log"):
+            return
+    shutil.rmtree(output_dir, ignore_errors=True)
+    stop = stop_at.resolve()
+    parent = output_dir.resolve().parent
+    while parent != stop and stop in parent.parents:
+        try:
+            parent.rmdir()  # only an empty folder
+        except OSError:
+            break
+        parent = parent.parent
+
+
 def task(cfg: DictConfig) -> None:
     """Hydra task: one system.  A configuration error is one clear line, not a traceback; in a
-    sweep it is recorded in the job directory (``job_error.json``) and the other jobs go on."""
+    sweep it is recorded in the job directory (``job_error.json``) and the other jobs go on; a
+    single run refused before it started leaves no job directory behind."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -237,11 +278,13 @@ def task(cfg: DictConfig) -> None:
     try:
         check_available(cfg)
         task_of_job = selected_task(cfg)
+        check_dataset_task(cfg, task_of_job.name)
         check_param_overrides(cfg, task_of_job.generate is not None)
         (task_of_job.generate or run_system)(cfg, output_dir)
     except UserError as exc:
         print(f"omnistory: error: {cfg.system_id}: {exc}", file=sys.stderr)
         if HydraConfig.get().mode != RunMode.MULTIRUN:
+            discard_if_untouched(output_dir, Path(str(cfg.get("output_root") or ".")))
             raise SystemExit(2) from None
         record = {"system_id": str(cfg.system_id), "error": f"{type(exc).__name__}: {exc}"}
         atomic_write_bytes(error_file, (json.dumps(redact(record), indent=2) + "\n").encode())

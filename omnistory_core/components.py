@@ -209,6 +209,10 @@ class ComponentError(Exception):
         self.category = category
 
 
+#: the ``output_params()`` key under which local weights' fingerprints join a call key
+WEIGHTS_KEY = "__weights__"
+
+
 class Component:
     kind: ClassVar[str]
     name: ClassVar[str]
@@ -316,8 +320,33 @@ class Component:
         return current_example()
 
     def output_params(self) -> dict[str, Any]:
-        """The parameters that change outputs (part of every cache key)."""
-        return key_params(type(self), self.params)
+        """The parameters that change outputs (part of every cache key); with local weights
+        (:meth:`weights_files`), their content fingerprints under ``__weights__``."""
+        params = key_params(type(self), self.params)
+        weights = self.weights_fingerprints()
+        if weights:
+            params[WEIGHTS_KEY] = weights
+        return params
+
+    def weights_files(self) -> dict[str, str]:
+        """The local weights this component loads, by what names them: each declared
+        ``weights=True`` parameter whose value is a local file or directory.  A component that
+        finds a file itself (a library's default download path) adds it here."""
+        from omnistory_core.fingerprints import local_weights
+
+        out: dict[str, str] = {}
+        for param in type(self).parameters or ():
+            if param.weights:
+                path = local_weights(self.params.get(param.name))
+                if path is not None:
+                    out[param.name] = str(path)
+        return out
+
+    def weights_fingerprints(self) -> dict[str, str]:
+        """:meth:`weights_files` -> their content fingerprints (hashed once per file state)."""
+        from omnistory_core.fingerprints import weights_fingerprint
+
+        return {name: weights_fingerprint(path) for name, path in self.weights_files().items()}
 
     @property
     def batch_size(self) -> int:
@@ -355,9 +384,21 @@ class Backbone(Component):
         return {"produces": sorted(getattr(cls, "produces", ()) or ())}
 
 
+@dataclass
+class ImageOutput:
+    """An image expert's image with what its call used: a hosted model's tokens, images, cost
+    (anything JSON-able; the numbers are summed in the manifest like a planner's usage).
+
+    ``image`` is what an image expert may return otherwise: a ``PIL.Image.Image``, a
+    :class:`Media` or PNG bytes."""
+
+    image: Any
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
 class ImageExpert(Component):
     """Prompt [+ current image] -> image.  Returns a ``PIL.Image.Image``, a :class:`Media` (an
-    image file) or PNG bytes."""
+    image file) or PNG bytes, or an :class:`ImageOutput` (one of those with the call's usage)."""
 
     kind = "image"
     reads = ("image_prompt",)
@@ -429,6 +470,7 @@ __all__ = [
     "Metric",
     "Failure",
     "ImageExpert",
+    "ImageOutput",
     "KINDS",
     "Media",
     "PLAN_INPUTS",
@@ -436,6 +478,7 @@ __all__ = [
     "PlannerResponse",
     "REFERENCE_INPUTS",
     "TTSExpert",
+    "WEIGHTS_KEY",
     "calling_examples",
     "current_example",
     "current_examples",

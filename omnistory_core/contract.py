@@ -33,6 +33,9 @@ FailureCategory = Literal[
     "unusable_image_prompt",
     "model_error",
     "empty_output",
+    # the provider declined the request (its content policy): kept, not retried by
+    # engine.retry_failures=errors, since the same request is declined again
+    "refused",
     "timeout",
     "batch_pending",
     "upstream_failed",

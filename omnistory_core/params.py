@@ -21,7 +21,9 @@ From that declaration:
   ``ConfigError``: exit 2 on the command line);
 * ``runtime=True`` parameters (endpoints, devices, concurrency) stay out of the cache key, every
   other parameter goes into it; ``key_at_default=False`` keeps a parameter added after stores were
-  written out of the key while it has its default, so those stores stay valid;
+  written out of the key while it has its default, so those stores stay valid; ``weights=True``
+  marks a checkpoint file or model directory: when it names a local path, the content
+  fingerprint of that path joins the key too;
 * the component's Hydra config node (``tts=mytts``) is generated: a yaml file is needed only for
   values that differ from the declaration (an environment-variable default) or for presets;
 * ``python -m omnistory_core plugins --params`` lists them.
@@ -80,6 +82,10 @@ class Param:
     gt: float | None = None
     le: float | None = None
     key_at_default: bool = True
+    #: the value names weights the component loads (a checkpoint file, a local model
+    #: directory): when it is a local path, its content fingerprint joins the call key
+    #: (:mod:`omnistory_core.kit.fingerprints`), so a file replaced at the same path recomputes
+    weights: bool = False
 
     @property
     def types(self) -> tuple[type, ...]:
@@ -128,6 +134,7 @@ class Param:
             "default": self.default,
             "doc": self.doc,
             "runtime": self.runtime,
+            **({"weights": True} if self.weights else {}),
             "constraint": "; ".join(constraint),
         }
 

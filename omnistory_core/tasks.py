@@ -143,6 +143,16 @@ class Task:
     #: ``report(out_dir, scores=..., run_dir=..., options=...) -> out_dir``; None: the report
     #: distribution's Omni-StoryBench report.
     report: Callable[..., Any] | None = None
+    #: the name of a job's directory (``hydra.run.dir``'s and ``hydra.sweep.subdir``'s last
+    #: level): ``job_name(cfg) -> str`` from the composed config (its ``hydra.overrides.task``
+    #: included).  Two jobs that would overwrite each other's outputs must get two names; None:
+    #: the ``system_id``.  ViStoryBench adds the run's mode, language, split and seed, so the
+    #: same method in ``en`` and ``ch`` lands in two directories of one method.
+    job_name: Callable[[Any], str] | None = None
+    #: ``python -m omnistory_core export --task NAME RUN_DIR --out DIR``: the scored runs of a run
+    #: directory written in the benchmark's official result formats,
+    #: ``export(run_dir, out_dir, options) -> out_dir``; None: the task has no export.
+    export: Callable[..., Any] | None = None
 
     @property
     def track_names(self) -> tuple[str, ...]:
@@ -178,6 +188,30 @@ class Task:
 DEFAULT_TASK = "omnistorybench"
 
 
+def job_name_of(cfg: Any) -> str:
+    """The directory name of a job of ``cfg`` (``${omnistory_job_name:}`` in the primary config):
+    its task's :attr:`Task.job_name`, else its ``system_id``."""
+    from omnistory_core.errors import UserError
+
+    system_id = str(cfg.get("system_id"))
+    try:
+        task = selected_task(cfg)
+    except UserError:  # an unknown task: the job says so in one line when it starts
+        return system_id
+    return str(task.job_name(cfg)) if task.job_name is not None else system_id
+
+
+def dataset_task(name: str) -> str | None:
+    """The installed task that declares the dataset ``name`` (``Task.datasets``); None when no
+    task does (a third-party dataset of story-continuation records, say)."""
+    from omnistory_core.plugins import load_plugins
+
+    for task in load_plugins().tasks.values():
+        if name in task.datasets:
+            return str(task.name)
+    return None
+
+
 def selected_task(cfg: Any = None) -> Task:
     """The task a config selects (``task.name``; the default when the config has none)."""
     from omnistory_core.plugins import load_plugins
@@ -202,5 +236,7 @@ __all__ = [
     "Task",
     "TaskEvaluation",
     "Track",
+    "dataset_task",
+    "job_name_of",
     "selected_task",
 ]

@@ -14,6 +14,8 @@ if [ ! -f .venvs/tts/.complete ]; then
   touch .venvs/tts/.complete
 fi
 # the emotion members of metric=speech_meta run as workers in this environment: they import
-# omnistory_eval, and the test builds their tiny checkpoints with the test kit
+# omnistory_eval, and the test builds their tiny checkpoints with the test kit.  torchvision
+# 0.24.1 is the build of this environment's torch 2.9.1 (the main .venv's CPU torch has none
+# that imports): ViStoryBench's checks against torchvision run here (scripts/test.sh)
 .venvs/tts/bin/python -m pip install -q pytest "speechbrain==1.1.2" "ruamel.yaml<0.19" \
-  ./plugins/omnistory-eval ./plugins/omnistory-testkit
+  "torch==2.9.1" "torchvision==0.24.1" ./plugins/omnistory-eval ./plugins/omnistory-testkit

@@ -143,7 +143,9 @@ class OmnistoryLauncher(Launcher):
         """Jobs of one system that differ only in a parameter (``-m tts.volume=50,300``) would
         share its directory and overwrite each other: each such job is named after its system
         and the overrides that tell it apart (``noop-copy-noop-tts.volume=50``).  Sweeps whose
-        jobs have distinct ids keep their overrides as they are."""
+        jobs have distinct directories keep their overrides as they are: a task whose job
+        directory names what tells its runs apart (ViStoryBench's language, split, mode) keeps
+        one system id for the runs of one method."""
         jobs = [list(o) for o in job_overrides]
         if len(jobs) < 2 or any(
             o.split("=", 1)[0].lstrip("+~") == "system_id" for j in jobs for o in j
@@ -156,16 +158,19 @@ class OmnistoryLauncher(Launcher):
             return jobs
         assert self.config is not None and self.hydra_context is not None
         ids: list[str | None] = []
+        dirs: list[str | None] = []
         for overrides in jobs:
             try:
                 config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
                 ids.append(str(config.get("system_id")))
+                dirs.append(str(config.hydra.sweep.subdir))
             except Exception:  # noqa: BLE001 - the job reports its own config error when it runs
                 ids.append(None)
+                dirs.append(None)
         return [
             # quoted: the id holds the override's "=", which Hydra's grammar refuses bare
             overrides + [f"system_id='{_variant_id(ids[n], overrides, jobs, ids)}'"]
-            if ids[n] is not None and ids.count(ids[n]) > 1
+            if ids[n] is not None and dirs.count(dirs[n]) > 1
             else overrides
             for n, overrides in enumerate(jobs)
         ]

@@ -1,7 +1,8 @@
 """omnistory's Hydra configs (shipped as the package ``omnistory_core.conf``).
 
-Importing it registers the ``omnistory_system_id`` resolver that ``config.yaml`` uses, so the
-Hydra app and the compose API (tests, notebooks) resolve ``system_id`` alike.
+Importing it registers the ``omnistory_system_id`` and ``omnistory_job_name`` resolvers that
+``config.yaml`` uses, so the Hydra app and the compose API (tests, notebooks) resolve
+``system_id`` and the job directories alike.
 """
 
 from omegaconf import ListConfig, OmegaConf
@@ -13,8 +14,16 @@ def _system_id(*, _root_):
     return derived_system_id(_root_)
 
 
+def _job_name(*, _root_):
+    from omnistory_core.tasks import job_name_of
+
+    return job_name_of(_root_)
+
+
 if not OmegaConf.has_resolver("omnistory_system_id"):
     OmegaConf.register_new_resolver("omnistory_system_id", _system_id)
+if not OmegaConf.has_resolver("omnistory_job_name"):
+    OmegaConf.register_new_resolver("omnistory_job_name", _job_name)
 
 
 #: the line ``suite=demo`` prints when no real-weight stand-in metric is installed

@@ -20,6 +20,7 @@ from omnistory_core.components import (
     Component,
     ComponentError,
     EvalResult,
+    ImageOutput,
     Media,
     PlannerResponse,
     calling_examples,
@@ -377,8 +378,12 @@ def _encode_one(
             raise _contract(owner, kind, "PlannerResponse.text", "str", result.text)
         return "ok", {"text": result.text}, None, _usage(result.usage, owner, kind, "Planner")
     if kind == "image":
+        usage: dict[str, Any] = {}
+        if isinstance(result, ImageOutput):
+            usage = _usage(result.usage, owner, kind, "ImageOutput")
+            result = result.image
         data = _image_bytes(result, "the image", owner, kind)
-        return "ok", {"blob": store.put_blob(data, "png"), "ext": "png"}, None, {}
+        return "ok", {"blob": store.put_blob(data, "png"), "ext": "png"}, None, usage
     if kind == "tts":
         data = _speech_bytes(result, "the speech", owner, kind)
         return "ok", {"blob": store.put_blob(data, "wav"), "ext": "wav"}, None, {}
@@ -524,7 +529,7 @@ def needs_recompute(
     plan): deterministic, so only ``all`` recomputes it.  ``declaration``: the component's
     :meth:`~omnistory_core.components.Component.call_declaration`; a record made under another
     one is recomputed whatever the mode, as a record under another key would be."""
-    if declaration and declaration_changed(record, declaration):
+    if declaration is not None and declaration_changed(record, declaration):
         return True
     failures = stored_failures(record)
     if failures:
@@ -537,7 +542,9 @@ def declaration_changed(record: CallRecord, declaration: dict[str, Any]) -> bool
     ``produces``).  A record written before records kept their declaration is judged by what it
     holds: a modality the backbone now produces that it has neither an output nor a failure for,
     or one it no longer produces that it has an output or a ``backbone_no_*`` failure for."""
-    if record.declared:
+    if record.declared or set(declaration) - {"produces"}:
+        # a declaration beyond ``produces`` (a stand-in's) never matches a record made without
+        # one, and a record that has one is never another component's
         return _canonical(record.declared) != _canonical(declaration)
     produces = declaration.get("produces")
     if not produces or record.status != "ok":

@@ -13,6 +13,9 @@ answers within its 24-hour window.
 * **Anthropic** (:class:`AnthropicBatches`): ``messages.batches.create`` with the requests inline,
   ``messages.batches.retrieve`` polls, ``messages.batches.results`` streams the JSONL behind
   ``results_url``.  At most 100,000 requests and 256 MB per batch.
+* Hosted image experts (:mod:`omnistory_core.kit.image_batches`) use the same loop and ledger:
+  ``gpt_image`` with OpenAI's Batch API on the Images endpoints, ``nanobanana`` with the Gemini
+  Batch API (its protocol lives in omnistory-gemini-image; 20 MB of inline requests per batch).
 
 A stage's requests beyond those limits (or ``batch_max_requests`` / ``batch_max_bytes``) go in
 several batches.
@@ -86,14 +89,27 @@ class BatchLimits:
 OPENAI_LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1000 * 1000)
 #: Anthropic: 100,000 requests and 256 MB per Message Batch
 ANTHROPIC_LIMITS = BatchLimits(max_requests=100_000, max_bytes=256 * 1000 * 1000)
-PROVIDER_LIMITS: dict[str, BatchLimits] = {"openai": OPENAI_LIMITS, "anthropic": ANTHROPIC_LIMITS}
+#: Gemini Batch API with inline requests (the hosted image expert nanobanana): 20 MB of requests
+#: per batch; no request count is stated for inline batches, so OpenAI's is kept as a cap
+GEMINI_LIMITS = BatchLimits(max_requests=50_000, max_bytes=20 * 1000 * 1000)
+PROVIDER_LIMITS: dict[str, BatchLimits] = {
+    "openai": OPENAI_LIMITS,
+    "anthropic": ANTHROPIC_LIMITS,
+    "gemini": GEMINI_LIMITS,
+}
+#: the name of each provider's batch API, for parameter docs and messages
+PROVIDER_APIS: dict[str, str] = {
+    "openai": "OpenAI Batch API",
+    "anthropic": "Anthropic Message Batches",
+    "gemini": "Gemini Batch API",
+}
 
 
 def batch_parameters(provider: str, doc_prefix: str = "") -> tuple[Param, ...]:
     """The batch parameters of a component on ``provider``'s batch API (all runtime: a batch
     request is the synchronous request, so the cache key is the same)."""
     limits = PROVIDER_LIMITS[provider]
-    api = {"openai": "OpenAI Batch API", "anthropic": "Anthropic Message Batches"}[provider]
+    api = PROVIDER_APIS[provider]
     p = doc_prefix
     return (
         Param(
@@ -264,6 +280,7 @@ class BatchCallError(Exception):
         self.category = category
 
 
+#: how a provider's batch API sends one request: with retries (:func:`retrying`) or as is
 Call = Callable[[Callable[[], Any]], Any]
 
 
@@ -718,7 +735,9 @@ __all__ = [
     "BATCH_MODE_BATCH_SIZE",
     "BATCH_PARAM_NAMES",
     "BATCH_PENDING",
+    "GEMINI_LIMITS",
     "OPENAI_LIMITS",
+    "PROVIDER_APIS",
     "PROVIDER_LIMITS",
     "AnthropicBatches",
     "BatchAPI",
@@ -728,6 +747,7 @@ __all__ = [
     "BatchOutcome",
     "BatchSettings",
     "BatchState",
+    "Call",
     "ItemResult",
     "OpenAIBatches",
     "batch_parameters",

@@ -48,6 +48,7 @@ from omnistory_core.engine.stage import (
 from omnistory_core.engine.store import CallRecord, Store, atomic_write_bytes
 from omnistory_core.engine.system import chosen, explicit
 from omnistory_core.params import describe as describe_param
+from omnistory_core.params import parse_param_override
 from omnistory_core.plugins import load_plugins
 from omnistory_core.redaction import install_log_filter, redact
 from omnistory_core.run.generate import named_on_command_line
@@ -90,6 +91,7 @@ __all__ = [
     "merge_plans",
     "named_on_command_line",
     "needs_recompute",
+    "parse_param_override",
     "preflight",
     "progress_bars",
     "redact",

@@ -17,6 +17,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from omnistory_core.redaction import install_log_filter
+from omnistory_core.tasks import selected_task
 
 log = logging.getLogger("omnistory")
 
@@ -85,6 +86,35 @@ class PreparedSystem:
     components: dict[str, Any]
 
 
+def check_task_inputs(specs: dict[str, Any], registry: Any, task: Any) -> None:
+    """Refuse a component that reads an input the task does not offer (an expert of another
+    benchmark), in one line naming the tasks that do, before any model is built or called."""
+    from omnistory_core.components import REFERENCE_INPUTS
+    from omnistory_core.errors import ConfigError
+
+    for group, node in specs.items():
+        cls = registry.component(group, str(node["name"]))
+        offered = set(task.inputs) | (set(REFERENCE_INPUTS) if cls.oracle else set())
+        unknown = [name for name in cls.reads if name not in offered]
+        if not unknown:
+            continue
+        others = [
+            t.name
+            for t in registry.tasks.values()
+            if t.name != task.name and set(unknown) <= set(t.inputs)
+        ]
+        hint = (
+            f"; task {others[0]} offers {'it' if len(unknown) == 1 else 'them'}: add"
+            f" task={others[0]}"
+            if others
+            else ""
+        )
+        raise ConfigError(
+            f"{group}={cls.name} reads {', '.join(unknown)}, which task {task.name} does not"
+            f" offer (its inputs: {', '.join(task.inputs)}){hint}"
+        )
+
+
 def prepare_system(cfg: DictConfig) -> PreparedSystem:
     """Resolve the system of ``cfg`` (refusing an incoherent one), read the dataset and build
     the components (their constructors check their parameters; nothing is loaded)."""
@@ -111,6 +141,7 @@ def prepare_config(plain_cfg: dict[str, Any]) -> PreparedSystem:
 
     registry = load_plugins()
     system = resolve_system(plain_cfg, registry)  # refuses incoherent systems before any load
+    check_task_inputs(system.specs, registry, selected_task(plain_cfg))
     spec = dict(plain_cfg["dataset"])
     examples, fingerprint = load_examples(spec)
     seed, allow_oracle = int(plain_cfg["seed"]), bool(plain_cfg["allow_oracle"])

@@ -59,6 +59,25 @@ def sum_usage(plans, computed: set[str] | None = None) -> dict[str, float]:
     return total
 
 
+def expert_usage(
+    result, components: Mapping[str, Any], this_run: bool = False
+) -> dict[str, dict[str, float]]:
+    """Per expert stage whose calls report usage (a hosted image model): its summed usage over
+    distinct calls; ``this_run``: only the calls computed now.  Stages without any are left out."""
+    out: dict[str, dict[str, float]] = {}
+    for stage, records in result.media.items():
+        component = components.get(stage)
+        stats = result.stats.get(component.key()) if component is not None else None
+        computed = stats.computed if this_run and stats is not None else None
+        calls = {v.key: v for v in records.values() if hasattr(v, "key") and v.usage}
+        if this_run and computed is None:
+            continue
+        total = sum_usage(calls, computed)
+        if total:
+            out[stage] = total
+    return out
+
+
 def narration_lengths(result) -> dict[str, float]:
     """Unicode characters of the generated narrations (after trimming): VLM planners tend to write
     twice the benchmark's ~107-character references, which costs BERTScore."""
@@ -117,9 +136,10 @@ def job_manifest(
         "missing": dict(missing),
         "narration_chars": narration_lengths(result),
         # usage behind this job's outputs (cached or not) and what this run actually spent
-        "usage": {source: sum_usage(result.plans)},
+        "usage": {source: sum_usage(result.plans), **expert_usage(result, components)},
         "usage_this_run": {
-            source: sum_usage(result.plans, result.stats[components[source].key()].computed)
+            source: sum_usage(result.plans, result.stats[components[source].key()].computed),
+            **expert_usage(result, components, this_run=True),
         },
         "stats": {k: s.to_dict() for k, s in sorted(result.stats.items())},
         "config": dict(config),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -210,7 +211,10 @@ def test_a_task_with_its_own_evaluation_is_scored_as_its_jobs_end(tmp_path: Path
         assert proc.returncode == 0, proc.stderr[-3000:]
         calls = Counter(c["digest"] for c in lines(root / "calls.jsonl"))
         assert calls and max(calls.values()) == 1, "a call was made twice"
-        outputs[mode] = (root / SWEEP / "scores.jsonl").read_bytes(), _evaluation_stats(root)
+        # each run is labelled by its own timestamp (<method>/<mode>/<lang>/<YYYYMMDD_HHMMSS>)
+        scores = re.sub(rb"/\d{8}_\d{6}\b", b"/<ts>", (root / SWEEP / "scores.jsonl").read_bytes())
+        assert scores.count(b"/<ts>") == scores.count(b"\n"), "a row without its run's timestamp"
+        outputs[mode] = scores, _evaluation_stats(root)
         made = "metric/csd: 2 call(s) made while the sweep ran (evaluate sooner)"
         assert (made in proc.stdout + proc.stderr) is (mode == "true")
     assert outputs["true"] == outputs["false"]

@@ -131,6 +131,9 @@ def _params(models: dict[str, Path]) -> dict[str, object]:
         "asr_num_beams": 1,
         "asr_max_new_tokens": 16,  # the tiny Whisper has 64 positions; its text is noise anyway
         "device": "cpu",
+        # the synthetic voices are harmonic tones, not speech: the voice-activity gate has its
+        # own tests below, on spoken lines
+        "require_speech": False,
     }
 
 
@@ -291,31 +294,71 @@ def test_speed_pitch_and_gender_are_judged_as_speech_meta_judges_them():
     assert unlucky.detail["errors"] == {"speed": "ValueError: too short"}
 
 
-def test_a_clip_without_a_word_is_not_judged():
-    """A beep gets pitch and gender labels by chance; with require_speech (the default) a clip
-    the ASR heard no word in is invalid, and only then."""
-    from types import SimpleNamespace
+def test_speech_presence_is_a_count_of_windows_over_a_fixed_threshold():
+    from omnistory_eval.metrics.speech_presence import WINDOW_S, decide
 
-    from omnistory_eval.metrics.age_gender import GenderPrediction
-    from omnistory_eval.metrics.asr import Transcript
+    eight = round(8 * WINDOW_S, 3)
+    assert decide([0.9] * 8, 0.5, eight).speech
+    assert not decide([0.9] * 7 + [0.49], 0.5, eight).speech
+    assert not decide([0.49] * 100, 0.5, 0.0).speech  # no window at all is never speech
+    found = decide([0.1, 0.5, 0.7], 0.5, 0.05)
+    assert found.speech and found.speech_windows == 2 and found.windows == 3
+    assert found.to_detail()["speech_s"] == round(2 * WINDOW_S, 3)
 
-    wave = synthetic_voice(215.0, seconds=1.5, syllables_per_second=3.0)
-    ref = {"speed": "normal", "pitch": "normal", "gender": "female"}
-    gender = GenderPrediction("female", {"female": 0.9, "male": 0.1}, 1)
-    silent = Transcript("  ", [])
-    strict, lenient = SpeechMetaRealMetric(), SpeechMetaRealMetric(require_speech=False)
-    for metric in (strict, lenient):
-        metric._asr = SimpleNamespace(effective_num_beams=1)  # type: ignore[assignment]
-    refused = strict._score(ref, wave, silent, gender)
-    assert refused.status == "invalid" and set(refused.scores.values()) == {None}
-    assert "no word" in refused.detail["no_speech"]
-    labelled = lenient._score(ref, wave, silent, gender)
-    assert labelled.status == "ok" and labelled.scores["gender"] == 1.0
-    # a failed transcription proves nothing about speech: the other fields are still judged
-    unlucky = strict._score(ref, wave, ValueError("too short"), gender)
-    assert unlucky.status == "ok" and unlucky.scores["gender"] == 1.0
+
+@pytest.fixture(scope="module")
+def sounds(tmp_path_factory) -> dict[str, list[Path]]:
+    """Two spoken lines (eSpeak NG, male and female) and three clips without speech: the noop
+    system's 0.25 s tone, a second of silence and a second of white noise."""
+    d = tmp_path_factory.mktemp("presence")
+    sr = 16000
+    t = np.arange(int(0.25 * sr), dtype=np.float32) / sr
+    noise = np.random.default_rng(0).standard_normal(sr).astype(np.float32) * 0.1
+    return {
+        "speech": [
+            *espeak_lines(d, "en+m3", LINES[:1]),
+            *espeak_lines(d, "en+f3", LINES[1:2]),
+        ],
+        "none": [
+            write_wav(d / "tone.wav", 0.1 * np.sin(2 * np.pi * 200.0 * t)),
+            write_wav(d / "silence.wav", np.zeros(sr, dtype=np.float32)),
+            write_wav(d / "noise.wav", noise),
+        ],
+    }
+
+
+def test_a_clip_without_speech_is_not_judged(models, sounds):
+    """Silero VAD decides before any field is judged: spoken lines are judged, a tone, silence
+    and noise are invalid with every field None and the counts in the detail; with
+    require_speech=false everything is labelled, as speech_meta does."""
+    params = {**_params(models), "require_speech": True}
+    strict = SpeechMetaRealMetric(**params)
+    strict.load()
+    clips = [*sounds["speech"], *sounds["none"]]
+    results = strict.run_batch([_item(c) for c in clips])
+    for clip, result in zip(clips, results, strict=True):
+        assert not isinstance(result, Exception)
+        presence = result.detail["speech_presence"]
+        print(clip.name, result.status, presence["speech_windows"], "/", presence["windows"])
+        if clip in sounds["speech"]:
+            assert result.status == "ok" and presence["speech"] is True
+            # a margin, not a coin toss: most windows of a spoken line are speech
+            assert presence["speech_windows"] >= presence["windows"] // 2
+        else:
+            assert result.status == "invalid" and set(result.scores.values()) == {None}
+            assert presence["speech"] is False
+            assert "no field is judged" in result.detail["no_speech"]
+            assert presence["speech_windows"] <= 2  # far below the 8 windows (0.25 s) needed
+            assert "transcript" not in result.detail  # the ASR never ran on it
+    lenient = SpeechMetaRealMetric(**{**params, "require_speech": False})
+    lenient.load()
+    for result in lenient.run_batch([_item(c) for c in sounds["none"]]):
+        assert not isinstance(result, Exception) and result.status == "ok"
+        assert "speech_presence" not in result.detail
     assert strict.output_params()["require_speech"] is True
     assert strict.output_params() != lenient.output_params()  # a separate cache key
+    assert strict.output_params()["vad_threshold"] == 0.5
+    assert strict.output_params()["vad_min_speech_s"] == 0.25
 
 
 def test_its_keys_and_rows_are_its_own():

@@ -4,6 +4,7 @@ filters work, screenshots are taken."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -171,3 +172,58 @@ def test_readme_demo_report_shows_only_what_has_data(tmp_path):
         header = browser.evaluate("document.querySelector('#sysrows thead').innerText")
         assert "speech" in header and "BERT" not in header  # no columns of dashes
         assert browser.evaluate("document.querySelectorAll('#sysrows tbody tr').length") == 10
+
+
+def _stand_ins_installed() -> list[str]:
+    from omnistory_eval.metrics.real import installed_stand_ins
+
+    return installed_stand_ins()
+
+
+#: scripts/test.sh installs the real-weight stand-ins: there this test must not skip
+REQUIRED = os.environ.get("OMNISTORY_REQUIRE_REAL") == "1"
+
+
+@pytest.mark.skipif(
+    len(_stand_ins_installed()) < 3 and not REQUIRED,
+    reason="the real-weight stand-ins: pip install './plugins/omnistory-eval[real]'",
+)
+def test_readme_first_command_opens_on_a_leaderboard_with_real_numbers(tmp_path):
+    """README command 1 (`-m suite=demo` with omnistory-eval[real]): the first screen of the
+    report is the stand-in leaderboard, filled with numbers, and its figure; the paper's
+    leaderboard, which would hold only dashes, is one line under it."""
+    assert len(_stand_ins_installed()) == 3, "omnistory-eval[real] is not fully installed"
+    # three transitions of the ten: the same path, in a third of the scoring time
+    done = run_cli("-m", "suite=demo", "dataset.limit=3", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = done.stdout + done.stderr
+    assert "Stand-in metrics with real weights" in printed
+    assert "Omni-StoryBench leaderboard" not in printed  # no table of dashes
+    out = tmp_path / "outputs" / "sweeps" / "demo" / "report"
+    with Chromium(tmp_path / "profile") as browser:
+        browser.navigate((out / "index.html").as_uri())
+        text = browser.evaluate("document.querySelector('main').innerText")
+        assert text.lstrip().startswith("Leaderboard: stand-in metrics with real weights")
+        assert "not the paper's checkpoints" in text.splitlines()[0]
+        rows = browser.evaluate(
+            "Array.from(document.querySelectorAll('#standin tbody tr'))"
+            ".map(r => Array.from(r.cells).map(c => c.innerText.trim()))"
+        )
+        assert sorted(r[1] for r in rows) == ["copy_copy_espeak", "template_copy_espeak"]
+        for row in rows:
+            assert row[2] == "3"  # N
+            numbers = [float(c.split()[0]) for c in row[3:] if c != "not scored"]
+            assert len(numbers) == 5 and all(0.0 <= v <= 1.0 for v in numbers), row
+        # the table and its figure are on the first screen (1400x1000), the figure loaded
+        top = browser.evaluate(
+            "[document.querySelector('#standin').getBoundingClientRect().top,"
+            " document.querySelector('.stand-in-figure img').getBoundingClientRect().top]"
+        )
+        assert all(0 < y < 1000 for y in top), top
+        figure = browser.evaluate(
+            "(i => [i.complete, i.naturalWidth])(document.querySelector('.stand-in-figure img'))"
+        )
+        assert figure[0] and figure[1] > 0, figure
+        assert "has no scores yet" in text and "--judges all" in text
+        browser.screenshot(tmp_path / "first-screen.png")
+        _assert_screenshot(tmp_path / "first-screen.png")

@@ -137,6 +137,7 @@ def test_the_needs_follow_the_parameters(tmp_path: Path) -> None:
     dino, weights = tmp_path / "dino", tmp_path / "glintr100.onnx"
     dino.mkdir()
     weights.write_bytes(b"onnx")
+    (tmp_path / "scrfd_10g_bnkps.onnx").write_bytes(b"onnx")  # the pack's detector beside it
 
     def needs(**params: Any) -> dict[tuple[str, str], dict[str, str]]:
         return {(n["check"], n["target"]): n for n in CIDSMetric(**params).preflight_needs()}
@@ -154,6 +155,14 @@ def test_the_needs_follow_the_parameters(tmp_path: Path) -> None:
     assert "does not exist" in facenet["detail"] and not facenet.get("warning")
     assert found[("config", "metric.cids.adaface_weights")]["warning"]
     assert ("config", "metric.cids.arcface_weights") not in found  # not a listed face model
+    # the official alignment's detectors: RetinaFace for AdaFace and FaceNet (unset: a
+    # warning), SCRFD beside glintr100.onnx unless named (a named one that is absent blocks)
+    assert found[("config", "metric.cids.retinaface_weights")]["warning"]
+    assert ("package", "cv2") in found  # the alignments warp with OpenCV
+    found = needs(face_encoder="arcface", arcface_weights=str(weights), scrfd_weights="/no.onnx")
+    assert "does not exist" in found[("config", "metric.cids.scrfd_weights")]["detail"]
+    whole = needs(face_models=["facenet"], face_alignment="whole_crop")
+    assert ("config", "metric.cids.retinaface_weights") not in whole
     # a judge on this machine: its server, no key; a remote one: the key too
     local = needs(judge_base_url="http://127.0.0.1:8000", rubric_dir=str(tmp_path))
     assert ("server", "http://127.0.0.1:8000/v1") in local

@@ -116,7 +116,10 @@ def test_a_hosted_planner_is_priced_and_its_missing_key_listed(tmp_path: Path) -
         "engine.dry_run=true",
         env=env,
     )
-    plan = read_json(job_dir(tmp_path, "copy_paste") / "sweep_plan.json")
+    # a planner beside a preset and its settings are a derived mode: the job has its own folder
+    [job] = [d for d in job_dir(tmp_path, "").iterdir() if not d.name.startswith(".")]
+    assert job.name.startswith("copy_paste-base-")
+    plan = read_json(job / "sweep_plan.json")
     row = plan["components"]["planner/gpt"]
     assert row["calls"] == SHOTS and row["cached"] == 0
     assert row["est_output_tokens"] == SHOTS * 1000  # max_tokens, an upper bound

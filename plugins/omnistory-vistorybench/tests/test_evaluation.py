@@ -183,7 +183,9 @@ def test_a_job_is_scored_per_shot_story_and_run_and_a_rerun_makes_no_call(
     assert sorted(diversity) == ["", "lite"]
     assert all((r["scope"], r["status"]) == ("run", "ok") for r in diversity.values())
     assert diversity[""]["score"] >= 1.0  # exp(KL) of 9 images: at least 1
-    assert {r["system"] for r in first} == {"copy_paste"}
+    # a run is the system <method>/<mode>/<lang>/<timestamp>
+    (system,) = {r["system"] for r in first}
+    assert system.startswith("copy_paste/base/en/")
     assert first_stats["metric/csd"]["calls"] == 2 and first_stats["metric/diversity"]["calls"] == 2
     assert first_stats["metric/prompt_align"]["calls"] == len(SHOT_IDS)
     audit = (job / "audit" / "metric-csd.jsonl").read_text(encoding="utf-8").splitlines()
@@ -224,11 +226,12 @@ def test_an_external_outputs_tree_in_both_layouts_is_scored(
         )
         bodies = server.requests
     lines = score_lines(scores)
-    assert {r["system"] for r in lines} == {"copy_paste", "storyboard"}
+    cp, sb = "copy_paste/base/en/20250101_120000", "storyboard/base/ch/20250102_090000"
+    assert {r["system"] for r in lines} == {cp, sb}
     status = {(r["system"], r["example_id"]): r["status"] for r in rows_of(lines, "prompt_align")}
     missing = {k for k, v in status.items() if v == "missing_output"}
     # copy_paste (layout A) has no shot 2 of story 01; storyboard (layout B) no story 02
-    assert missing == {("copy_paste", "01_02")} | {("storyboard", f"02_0{i}") for i in (1, 2, 3)}
+    assert missing == {(cp, "01_02")} | {(sb, f"02_0{i}") for i in (1, 2, 3)}
     assert all(v == "ok" for k, v in status.items() if k not in missing)
     assert len(bodies) == 3 * (len(status) - len(missing))  # no request for a missing output
     # the ch run is scored against the English shot texts, as officially
@@ -238,10 +241,10 @@ def test_an_external_outputs_tree_in_both_layouts_is_scored(
     assert chinese["01"].shot(3).scene not in sent and english["01"].shot(3).scene in sent
     csd = {(r["system"], r["example_id"]): r["status"] for r in rows_of(lines, "csd")}
     assert csd == {
-        ("copy_paste", "01"): "ok",
-        ("copy_paste", "02"): "ok",
-        ("storyboard", "01"): "ok",
-        ("storyboard", "02"): "missing_output",
+        (cp, "01"): "ok",
+        (cp, "02"): "ok",
+        (sb, "01"): "ok",
+        (sb, "02"): "missing_output",
     }
     assert all(r["scope"] == "group" for r in rows_of(lines, "csd"))
     # story 02 of copy_paste merges its two timestamp subfolders, as the official driver does
@@ -326,7 +329,8 @@ def test_the_end_of_a_sweep_scores_stories_and_runs(
         ("diversity", "run", "", "ok"),
         ("diversity", "run", "lite", "ok"),
     }
-    assert len(lines) == 6 and {r["system"] for r in lines} == {"copy_paste"}
+    assert len(lines) == 6
+    assert {r["system"].rsplit("/", 1)[0] for r in lines} == {"copy_paste/base/en"}
 
     # the same sweep as a dry run plans the evaluation of the job directories it holds: all
     # scored already (the job itself may be refused: this task's jobs have no dry run yet)
@@ -418,21 +422,12 @@ def test_the_pre_flight_lists_what_each_metric_needs_before_scoring(tmp_path: Pa
     assert "nothing was scored" in table and not (tmp_path / "scores" / "scores.jsonl").exists()
 
 
-def test_runs_of_an_outputs_tree_are_named_by_the_levels_that_differ() -> None:
-    from omnistory_vistorybench.evaluation import system_names
+def test_every_run_is_the_system_of_its_full_official_run_key() -> None:
+    from omnistory_vistorybench.evaluation import run_label
     from omnistory_vistorybench.layout import RunKey
 
-    keys = [
-        RunKey("uno", "base", "en", "20250101_120000"),
-        RunKey("uno", "img_ref", "en", "20250101_120000"),
-        RunKey("gpt4o", "base", "en", "20250101_120000"),
-        RunKey("gpt4o", "base", "ch", "20250102_120000"),
-        RunKey("seed", "base", "en", "20250101_120000"),
-    ]
-    assert list(system_names(keys).values()) == [
-        "uno/base",
-        "uno/img_ref",
-        "gpt4o/en/20250101_120000",
-        "gpt4o/ch/20250102_120000",
-        "seed",
-    ]
+    # the same label whichever runs are scored with it: rows merged over several evaluations
+    # stay one run's, and the report averages runs per (method, mode) from these levels
+    assert run_label(RunKey("uno", "img_ref", "ch", "20250101_120000")) == (
+        "uno/img_ref/ch/20250101_120000"
+    )

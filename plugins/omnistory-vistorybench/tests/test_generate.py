@@ -118,19 +118,30 @@ def test_copy_paste_writes_the_official_layout_and_a_rerun_makes_no_call(tmp_pat
     assert the_run(job) == (key, shots)  # the same run folder: the timestamp is kept
 
 
-def test_lite_split_with_a_mode_and_a_fixed_timestamp_replaces_the_full_run(
-    tmp_path: Path,
-) -> None:
+def test_a_lite_run_with_a_named_mode_lands_beside_the_full_run(tmp_path: Path) -> None:
     base = ("dataset=vistory_fixture", "system=copy_paste", "task.mode=ref")
     run(tmp_path, *base, "task.run_timestamp=20250101_120000")
-    job = job_dir(tmp_path, "copy_paste")
-    assert the_run(job) == (RunKey("copy_paste", "ref", "en", "20250101_120000"), FULL)
-    run(tmp_path, *base, "dataset.split=lite", "task.run_timestamp=20250101_120000")
-    # the job directory shows the lite job only: story 02's images are gone, all from the store
-    assert the_run(job) == (RunKey("copy_paste", "ref", "en", "20250101_120000"), LITE)
-    assert [r["story_id"] for r in read_rows(job)] == ["01"] * len(LITE["01"])
-    assert calls(job, "image/copy_paste")["calls"] == 0
-    assert read_json(job / "manifest.json")["dataset"]["split"] == "lite"
+    full = job_dir(tmp_path, "copy_paste-ref-20250101_120000")
+    assert the_run(full) == (RunKey("copy_paste", "ref", "en", "20250101_120000"), FULL)
+    before = {p: p.read_bytes() for p in full.rglob("*.png")}
+    # the same official run (method, mode, language, timestamp) for another split: refused in
+    # one line naming the job that holds it, nothing written
+    refused = run_cli(
+        *base, "dataset.split=lite", "task.run_timestamp=20250101_120000", *QUIET, cwd=tmp_path
+    )
+    assert refused.returncode == 2
+    assert "is already the run of job directory" in refused.stderr
+    assert str(full) in refused.stderr
+    lite = job_dir(tmp_path, "copy_paste-ref-lite-20250101_120000")
+    assert not lite.exists()
+    run(tmp_path, *base, "dataset.split=lite", "task.run_timestamp=20250101_120001")
+    lite = job_dir(tmp_path, "copy_paste-ref-lite-20250101_120001")
+    assert the_run(lite) == (RunKey("copy_paste", "ref", "en", "20250101_120001"), LITE)
+    assert calls(lite, "image/copy_paste")["calls"] == 0  # every shot from the store
+    assert read_json(lite / "manifest.json")["dataset"]["split"] == "lite"
+    # the full run is untouched
+    assert {p: p.read_bytes() for p in full.rglob("*.png")} == before
+    assert read_json(full / "manifest.json")["dataset"]["split"] == "full"
 
 
 def test_kontext_style_experts_get_the_first_onstage_reference(tmp_path: Path) -> None:

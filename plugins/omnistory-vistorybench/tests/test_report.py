@@ -193,7 +193,8 @@ def _sweep(tmp_path: Path) -> Path:
 
 def _strip(html: str, story: str) -> str:
     match = re.search(
-        rf'<div class="strip" data-system="copy_paste" data-story="{story}">(.*?)</div></div>',
+        rf'<div class="strip" data-system="copy_paste/[^"]*" data-story="{story}">'
+        r"(.*?)</div></div>",
         html,
     )
     assert match, f"no strip of story {story}"
@@ -379,6 +380,7 @@ def test_sweep_end_builds_the_report_then_scores_rank_beside_published(tmp_path:
         str(lite),
         "--bench-results-csv",
         str(full),
+        "--no-published",  # these CSVs only, not the shipped tables
         "--out",
         str(out),
         cwd=tmp_path,
@@ -396,6 +398,12 @@ def test_sweep_end_builds_the_report_then_scores_rank_beside_published(tmp_path:
         expected["source"] = [
             "ours" if m == "copy_paste" else "published" for m in expected["model"]
         ]
+        written = pd.read_csv(out / name, encoding="utf-8-sig", keep_default_na=False)
+        # scored with stand-in rows of no recorded evaluator: ours are not comparable
+        settings = dict(zip(written["model"], written["metric_settings"], strict=False))
+        assert settings.pop("copy_paste").startswith("not comparable: ")
+        assert set(settings.values()) == {"published"}
+        expected["metric_settings"] = written["metric_settings"].tolist()
         assert (out / name).read_bytes() == _expected_csv(tmp_path, expected, name), policy
     board = pd.read_csv(out / "leaderboard_zero_filled.csv", encoding="utf-8-sig")
     ours = board[(board["model"] == "copy_paste") & (board["split"] == "full")].iloc[0]
@@ -465,7 +473,9 @@ def test_scores_alone_rank_with_the_defaults(tmp_path: Path) -> None:
     # for, one split "all"
     scores = _write_scores(tmp_path / "scores.jsonl", _scores())
     proc = run_cli(
-        "report", "--task", "vistorybench", "--scores", str(scores), "--out", "out", cwd=tmp_path
+        *("report", "--task", "vistorybench", "--scores", str(scores), "--no-published"),
+        *("--out", "out"),
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv", encoding="utf-8-sig")

@@ -119,7 +119,13 @@ class AnyGPT(CheckoutBackbone):
     # null (as for every number here) = the default
     parameters = (
         CHECKOUT.declaration(),
-        Param("model", str, "fnlp/AnyGPT-chat", "the chat model: hub id or local directory"),
+        Param(
+            "model",
+            str,
+            "fnlp/AnyGPT-chat",
+            "the chat model: hub id or local directory",
+            weights=True,
+        ),
         Param("image_tokenizer", str, "AILab-CVC/seed-tokenizer-2", "SEED tokenizer-2 (or .pt)"),
         Param("image_tokenizer_file", str, "seed_quantizer.pt", "quantizer in image_tokenizer"),
         Param(

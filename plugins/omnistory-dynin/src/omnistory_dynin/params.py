@@ -28,7 +28,7 @@ PARAMETERS: tuple[Param, ...] = (
         choices=BACKENDS,
     ),
     # -- the checkpoints (both backends read model) --
-    Param("model", str, "snu-aidas/Dynin-Omni_nips", "hub id or local directory"),
+    Param("model", str, "snu-aidas/Dynin-Omni_nips", "hub id or local directory", weights=True),
     Param("revision", str, MODEL_REVISION, "hub revision the runner pins (hub ids only)"),
     Param("image_codec", str, "snu-aidas/magvitv2", "MAGVIT-v2 image tokenizer"),
     Param("image_codec_revision", str, IMAGE_CODEC_REVISION, "hub revision the runner pins"),

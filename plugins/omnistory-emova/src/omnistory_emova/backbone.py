@@ -259,7 +259,13 @@ class Emova(Backbone):
     description = "EMOVA-7B: narration + image prompt (JSON), then the quote spoken as speech units"
     requirements: ClassVar[tuple[str, ...]] = EMOVA_REQUIREMENTS
     parameters = (
-        Param("model", str, "Emova-ollm/emova-qwen-2-5-7b-hf", "hub id or directory (remote code)"),
+        Param(
+            "model",
+            str,
+            "Emova-ollm/emova-qwen-2-5-7b-hf",
+            "hub id or directory (remote code)",
+            weights=True,
+        ),
         Param("revision", str, None, "hub revision of the model; null: default branch"),
         Param(
             "speech_tokenizer",

@@ -52,11 +52,21 @@ PARAMETERS: tuple[Param, ...] = (
         "native: transformers' Emu3 classes on the -hf checkpoints | remote_code: the originals",
         choices=IMPLEMENTATIONS,
     ),
-    Param("chat_model", str, None, "understanding checkpoint; null: the implementation's"),
+    Param(
+        "chat_model",
+        str,
+        None,
+        "understanding checkpoint; null: the implementation's",
+        weights=True,
+    ),
     Param("chat_revision", str, None, "hub revision of chat_model; null: default branch"),
-    Param("gen_model", str, None, "generation checkpoint; null: the implementation's"),
+    Param(
+        "gen_model", str, None, "generation checkpoint; null: the implementation's", weights=True
+    ),
     Param("gen_revision", str, None, "hub revision of gen_model"),
-    Param("vq_model", str, None, "remote_code only: the vision tokenizer (null: BAAI's)"),
+    Param(
+        "vq_model", str, None, "remote_code only: the vision tokenizer (null: BAAI's)", weights=True
+    ),
     Param("vq_revision", str, None, "hub revision of vq_model"),
     Param(
         "source_dir",

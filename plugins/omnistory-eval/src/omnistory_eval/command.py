@@ -211,6 +211,9 @@ def evaluate_task_run(
         )
     counts = {scope: len(found) for scope, found in units.items()}
     scores_path = _write_results(run_dir, result, counts.get("item", 0), counts)
+    from omnistory_eval.run_info import write_run_info
+
+    write_run_info(run_dir, task.name, getattr(evaluation, "systems", None) or [], evaluators)
     return EvaluationRun(scores_path, result.rows)
 
 
@@ -301,6 +304,9 @@ def evaluate_run(
             prior=prior,
         )
     scores_path = _write_results(run_dir, result, len(systems) * len(examples))
+    from omnistory_eval.run_info import write_run_info
+
+    write_run_info(run_dir, selected.name, [], evaluators)
     return EvaluationRun(scores_path, result.rows)
 
 
@@ -578,8 +584,12 @@ def main(argv: list[str]) -> int:
         registry = load_plugins()
         if registry.has_sweep_finished():
             evaluation = {"metrics": common["metrics"], "judges": common["judges"]}
-            status = max(status, registry.sweep_finished(run_dir, {"evaluation": evaluation}))
-            print(f"report: {run_dir / 'report'}")
+            # the task of the runs just scored (an outputs tree has no manifest to say it)
+            task = {"name": run_task(run_dir, args.task, args.outputs).name}
+            built = registry.sweep_finished(run_dir, {"evaluation": evaluation, "task": task})
+            status = max(status, built)
+            if not built:
+                print(f"report: {run_dir / 'report'}")
         else:
             print(f"no report: install {REPORT_DISTRIBUTION} for one (or pass --no-report)")
     return status

@@ -46,7 +46,7 @@ from omnistory_core.components import Media
 from omnistory_core.contract import StoryExample
 from omnistory_core.engine.dryrun import JOB_FILE, PlanSettings, ReadOnlyStore, component_row
 from omnistory_core.engine.hashing import MediaHasher
-from omnistory_core.engine.stage import item_key, needs_recompute
+from omnistory_core.engine.stage import declaration_of, item_key, needs_recompute
 from omnistory_core.engine.store import Store
 from omnistory_core.errors import ConfigError
 from omnistory_core.jobdir import JobDir, JobDirError
@@ -298,7 +298,9 @@ def plan_evaluation(
         for call, inputs, _ in _new_calls(evaluator, entries, key in blocked, tally):
             known = not any(_is_symbolic(v) for v in inputs.values())
             record = results.get(call) if known else None
-            if record is not None and not needs_recompute(record, mode):
+            if record is not None and not needs_recompute(
+                record, mode, declaration=declaration_of(evaluator)
+            ):
                 tally.cached.add(call)
                 awaiting_repair += bool(record.status == "ok" and is_pending(record.output))
                 continue
@@ -458,7 +460,9 @@ def plan_task_evaluation(
         entries = ((unit.pool, unit.missing, unit) for unit in units.get(scope, ()))
         for call, inputs, unit in _new_calls(evaluator, entries, key in blocked, tally):
             record = results.get(call)
-            if record is not None and not needs_recompute(record, "none"):
+            if record is not None and not needs_recompute(
+                record, "none", declaration=declaration_of(evaluator)
+            ):
                 tally.cached.add(call)
                 continue
             counted = requests_of(evaluator, unit) if requests_of is not None else None

@@ -62,7 +62,13 @@ FLUX_SIZE_MULTIPLE = 16
 def flux_parameters(model: str, guidance: float, guidance_doc: str) -> tuple[Param, ...]:
     """The parameters both FLUX.1 experts declare (``defaults`` are derived from them)."""
     return (
-        Param("model", str, model, "hub id (gated: accept the licence, set HF_TOKEN) or directory"),
+        Param(
+            "model",
+            str,
+            model,
+            "hub id (gated: accept the licence, set HF_TOKEN) or directory",
+            weights=True,
+        ),
         Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
         # null (as for every number here) = the default
         Param("steps", (int, None), 28, "denoising steps", ge=1),

@@ -128,7 +128,7 @@ class LlamaCppPlanner(Planner):
     requirements = ("llama-cpp-python==0.3.36",)
 
     parameters = (
-        Param("model", (str, None), None, "the GGUF file (required)"),
+        Param("model", (str, None), None, "the GGUF file (required)", weights=True),
         Param(
             "backend",
             str,

@@ -94,9 +94,15 @@ class MMaDA(CheckoutBackbone):
         CHECKOUT.declaration(
             f"checkout of Gen-Verse/MMaDA at {PINNED_COMMIT} (required; the key hashes its code)"
         ),
-        Param("model", str, "Gen-Verse/MMaDA-8B-MixCoT", "hub id or directory (weights+tokenizer)"),
+        Param(
+            "model",
+            str,
+            "Gen-Verse/MMaDA-8B-MixCoT",
+            "hub id or directory (weights+tokenizer)",
+            weights=True,
+        ),
         Param("revision", str, None, "hub revision of the model; null: default branch"),
-        Param("vq_model", str, "showlab/magvitv2", "the MAGVIT-v2 image tokenizer"),
+        Param("vq_model", str, "showlab/magvitv2", "the MAGVIT-v2 image tokenizer", weights=True),
         Param("vq_revision", str, None, "hub revision of vq_model"),
         Param("dtype", str, "auto", "auto: bfloat16 on a GPU, float32 on the CPU (official)"),
         Param("device", str, "auto", "auto: cuda when visible, else cpu", runtime=True),

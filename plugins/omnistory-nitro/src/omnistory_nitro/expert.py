@@ -95,7 +95,13 @@ class NitroT(ImageExpert):
     requirements: ClassVar[tuple[str, ...]] = NITRO_REQUIREMENTS
     # null (as for every number here) = the default
     parameters = (
-        Param("model", str, "amd/Nitro-T-1.2B", "hub id or directory (ships its pipeline code)"),
+        Param(
+            "model",
+            str,
+            "amd/Nitro-T-1.2B",
+            "hub id or directory (ships its pipeline code)",
+            weights=True,
+        ),
         Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
         Param("text_encoder", str, "meta-llama/Llama-3.2-1B", "text encoder (gated: set HF_TOKEN)"),
         Param("text_encoder_revision", str, None, "hub revision of text_encoder"),

@@ -35,7 +35,7 @@ PARAMETERS: tuple[Param, ...] = (
         "checkout of VITA-MLLM/Omni-Diffusion with its GLM-4-Voice submodule (required)",
         runtime=True,
     ),
-    Param("model", str, "lijiang/Omni-Diffusion", "hub id or local directory"),
+    Param("model", str, "lijiang/Omni-Diffusion", "hub id or local directory", weights=True),
     Param("revision", str, None, "hub revision of the model; null: default branch"),
     Param("image_tokenizer", str, "showlab/magvitv2", "MAGVIT-v2"),
     Param("image_tokenizer_revision", str, None, "hub revision of image_tokenizer"),

@@ -1,4 +1,5 @@
-"""The module named by the ``omnistory`` entry point (imports no SDK)."""
+"""The module named by the ``omnistory`` entry point (imports no SDK): the ``gpt`` planner and
+the ``gpt_image`` image expert."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from omnistory_openai.planner import GPTPlanner
 @hookimpl
 def register_planners(register):
     register(GPTPlanner)
+
+
+@hookimpl
+def register_image_experts(register):
+    from omnistory_openai.image import GPTImage
+
+    register(GPTImage)
 
 
 @hookimpl

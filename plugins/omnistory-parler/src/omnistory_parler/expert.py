@@ -67,7 +67,13 @@ class ParlerTTS(TTSExpert):
     )
 
     parameters = (
-        Param("model", str, "parler-tts/parler-tts-large-v1", "hub id or local directory"),
+        Param(
+            "model",
+            str,
+            "parler-tts/parler-tts-large-v1",
+            "hub id or local directory",
+            weights=True,
+        ),
         Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
         # in the cache key only when it differs from `revision` (see output_params)
         Param(

@@ -52,7 +52,13 @@ QWEN25OMNI_REQUIREMENTS: tuple[str, ...] = (
 
 PARAMETERS: tuple[Param, ...] = (
     # -- output-changing (cache key) --
-    Param("model", str, "Qwen/Qwen2.5-Omni-7B", "hub id or local directory (with spk_dict.pt)"),
+    Param(
+        "model",
+        str,
+        "Qwen/Qwen2.5-Omni-7B",
+        "hub id or local directory (with spk_dict.pt)",
+        weights=True,
+    ),
     Param("revision", str, None, "hub revision (branch, tag or commit); null: default branch"),
     Param(
         "backend",

@@ -29,6 +29,7 @@ tr.oracle td { background: #fdeceb; }
 .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 16px; }
 figure { margin: 0; border: 1px solid var(--line); padding: 8px; background: #fff; }
 figure img { max-width: 100%; height: auto; }
+.stand-in-figure { max-width: 760px; margin-top: 12px; }
 figcaption { color: var(--muted); font-size: 12px; }
 .example-input { display: grid; grid-template-columns: repeat(2, minmax(260px, 1fr)); gap: 18px; }
 .panel { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; }

@@ -2,6 +2,7 @@
 
     report --scores PATH --out DIR [--run-dir DIR] [--bootstrap N] [--seed S] [--no-html]
     report --task NAME [--scores PATH] [--run-dir DIR] [--bench-results-csv CSV ...] --out DIR
+    report --cross OSB_RUN_DIR VSB_RUN_DIR --out DIR    (:mod:`omnistory_report.cross`)
 
 A task that declares its own report (``Task.report``, e.g. ViStoryBench) builds it: the task is
 ``--task``, else the one the run directory's job manifests name; every other task (and a run
@@ -105,19 +106,34 @@ def build_report(
         stand_in_leaderboard(ctx.frame) if with_leaderboard or opt["html"] else (pd.DataFrame(), [])
     )
     if opt["print_table"] and with_leaderboard:
-        from omnistory_report.terminal import print_leaderboard, print_stand_in
+        from omnistory_report.analysis.leaderboard import has_paper_scores
+        from omnistory_report.terminal import (
+            print_leaderboard,
+            print_no_paper_scores,
+            print_stand_in,
+        )
 
-        print_leaderboard(ctx.lb, ctx.info, opt["console"])
-        print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+        if has_paper_scores(ctx.lb) or stand_in.empty:
+            print_leaderboard(ctx.lb, ctx.info, opt["console"])
+            print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+        else:
+            # a run scored by stand-ins alone (the offline demo): their leaderboard first, the
+            # paper's (only dashes) as one line
+            print_stand_in(stand_in, stand_in_cols, ctx.info, opt["console"])
+            print_no_paper_scores(_paper_scores_line(ctx.scores_path, ctx.run_dir), opt["console"])
     written = [make_and_write(ctx, t) for t in tables]
+    stand_in_png = None
     if not stand_in.empty:
+        from omnistory_report.figures import stand_in_figure
+
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         stand_in.to_csv(ctx.out_dir / "stand_in_leaderboard.csv", index=False)
+        stand_in_png = stand_in_figure(stand_in, stand_in_cols, ctx.info, ctx.out_dir)
     write_index(ctx.out_dir, paper_index(written))
     if opt["html"]:
         from omnistory_report.html import write_html_report
 
-        write_html_report(_page(ctx, written, stand_in, stand_in_cols))
+        write_html_report(_page(ctx, written, stand_in, stand_in_cols, stand_in_png))
     return ctx.out_dir
 
 
@@ -126,11 +142,16 @@ def _page(
     written: Sequence[Written],
     stand_in: pd.DataFrame | None = None,
     stand_in_cols: Sequence[Any] = (),
+    stand_in_png: Path | None = None,
 ) -> ReportContext:
     """The HTML page's inputs: what was written, shown only where it has data (the files are
     all written: the paper index names them)."""
+    from omnistory_report.analysis.leaderboard import has_paper_scores
     from omnistory_report.figures import empty_reason
     from omnistory_report.html import ReportContext
+
+    paper_scored = has_paper_scores(ctx.lb)
+    standing_in = stand_in is not None and not stand_in.empty
 
     figures = [
         (w.title, ctx.out_dir / w.file)
@@ -155,9 +176,17 @@ def _page(
         examples=ctx.examples,
         notes=ctx.notes,
         run_tables=_run_tables(ctx.runs, ctx.produced, ctx.lengths, ctx.reference_lengths),
-        scores_note=_scores_note(ctx.scores_path, ctx.run_dir) if ctx.lb.empty else "",
+        scores_note=(
+            _scores_note(ctx.scores_path, ctx.run_dir)
+            if ctx.lb.empty and not standing_in
+            else _paper_scores_line(ctx.scores_path, ctx.run_dir)
+            if not paper_scored and standing_in
+            else ""
+        ),
         stand_in=stand_in if stand_in is not None else pd.DataFrame(),
         stand_in_columns=tuple(stand_in_cols),
+        stand_in_figure=stand_in_png,
+        paper_scored=paper_scored,
     )
 
 
@@ -245,6 +274,19 @@ def _scores_note(scores_path: Path, run_dir: str | Path | None) -> str:
     )
 
 
+def _paper_scores_line(scores_path: Path, run_dir: str | Path | None) -> str:
+    """The one line that stands for the paper's leaderboard when only stand-ins scored."""
+    run = Path(run_dir) if run_dir is not None else scores_path.parent
+    evaluators = "--metrics bertscore,clip,speech_meta --judges all"
+    return (
+        "The paper's leaderboard (BERTScore roberta-large, CLIP ViT-B/32, speech metadata with "
+        "Whisper large-v3, the LLM judges) has no scores yet: its checkpoints and judges are not "
+        f"installed here. Score with them by `python -m omnistory_core evaluate {run} "
+        f"{evaluators}`; the downloads this needs: `python -m omnistory_core prefetch "
+        f"{evaluators} --dry-run`."
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m omnistory_core report",
@@ -272,18 +314,33 @@ def _parser() -> argparse.ArgumentParser:
         "full; tasks with their own report, e.g. vistorybench)",
     )
     p.add_argument(
+        "--cross",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="scored run or sweep directories of both benchmarks: each image-making plugin that"
+        " ran on both, side by side with the published rows (cross.csv, cross.md, cross.png)",
+    )
+    p.add_argument(
         "--roster",
         choices=("official", "all"),
         default="official",
         help="which published methods to rank: those of the official roster (default) or all "
         "(vistorybench)",
     )
+    p.add_argument(
+        "--no-published",
+        action="store_true",
+        help="rank our systems alone, not among the published leaderboard the task ships"
+        " (vistorybench)",
+    )
     return p
 
 
 def job_tasks(run_dir: Path | None) -> list[str]:
     """The task names the job manifests of ``run_dir`` (itself, else its children) name, in
-    order of first appearance; a manifest without a ``task`` is an Omni-StoryBench job."""
+    order of first appearance; a manifest without a ``task`` is an Omni-StoryBench job.  Without
+    any manifest: the task an evaluation of ``run_dir`` recorded (:func:`evaluated_task`)."""
     from omnistory_core.tasks import DEFAULT_TASK
 
     if run_dir is None:
@@ -291,6 +348,9 @@ def job_tasks(run_dir: Path | None) -> list[str]:
     manifests = [run_dir / "manifest.json"]
     if not manifests[0].is_file():
         manifests = sorted(run_dir.glob("*/manifest.json")) if run_dir.is_dir() else []
+    if not manifests:
+        recorded = evaluated_task(run_dir)
+        return [recorded] if recorded else []
     names: dict[str, None] = {}
     for path in manifests:
         try:
@@ -300,6 +360,17 @@ def job_tasks(run_dir: Path | None) -> list[str]:
         name = task.get("name") if isinstance(task, dict) else None
         names[str(name) if name else DEFAULT_TASK] = None
     return list(names)
+
+
+def evaluated_task(run_dir: Path) -> str | None:
+    """The task an evaluation of ``run_dir`` recorded (``systems.json``, written by ``evaluate``:
+    an outputs tree scored there has no job manifest to say it); None when there is none."""
+    try:
+        data = json.loads((run_dir / "systems.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    task = data.get("task") if isinstance(data, dict) else None
+    return str(task) if task else None
 
 
 def report_task(name: str | None, run_dir: Path | None) -> Any:
@@ -326,6 +397,8 @@ def task_report(task: Any, args: argparse.Namespace) -> int:
     from omnistory_core.errors import UserError
 
     options: dict[str, Any] = {"html": not args.no_html, "roster": args.roster}
+    if args.no_published:
+        options["published"] = False
     if args.bench_results_csv:
         options["bench_results_csv"] = list(args.bench_results_csv)
     if args.scores is not None and not args.scores.is_file() and args.run_dir is None:
@@ -342,12 +415,30 @@ def task_report(task: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def cross_report(run_dirs: list[Path], out: Path) -> int:
+    """``report --cross``: runs that cannot be compared are one line, exit 2."""
+    from omnistory_core.errors import UserError
+    from omnistory_report.cross import CrossError, build_cross
+
+    start = time.perf_counter()
+    try:
+        written = build_cross(run_dirs, out)
+    except (CrossError, UserError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    print(f"cross-benchmark view written to {written / 'cross.md'} ({seconds:.1f} s)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Entry point; ``argv`` excludes the word ``report``.  Returns the exit status."""
     from omnistory_core.errors import UserError
 
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.cross:
+        return cross_report(args.cross, args.out)
     try:
         task = report_task(args.task, args.run_dir)
     except UserError as exc:
@@ -359,6 +450,8 @@ def main(argv: list[str]) -> int:
         parser.error("the following arguments are required: --scores")
     if args.bench_results_csv:
         parser.error(f"--bench-results-csv is for tasks with their own report, not {task.name}")
+    if args.no_published:
+        parser.error(f"--no-published is for tasks with their own report, not {task.name}")
     if args.bootstrap < 1:
         print("error: --bootstrap must be at least 1", file=sys.stderr)
         return 2

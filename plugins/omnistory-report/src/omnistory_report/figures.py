@@ -130,6 +130,54 @@ def ranking_figure(
     return _save(fig, out_dir, stem)
 
 
+STAND_IN_FIGURE = "stand_in_leaderboard"
+
+
+def stand_in_figure(table: pd.DataFrame, columns, info: pd.DataFrame, out_dir: Path) -> Path:
+    """The stand-in leaderboard as grouped horizontal bars: one group per system (in the
+    table's order, best at the top), one bar per scored (evaluator, criterion), valid-only.
+    Every stand-in scores on 0-1, so one axis holds them all."""
+    scored = [c for c in columns if c.scored]
+    systems = [str(s) for s in table["system"]] if not table.empty else []
+    fig = _figure(8, 1.4 + 0.22 * max(len(systems), 1) * max(len(scored), 1))
+    ax = fig.add_subplot()
+    if not systems or not scored:
+        _empty(ax, "No stand-in metric scored this run")
+        return _save(fig, out_dir / "figures", STAND_IN_FIGURE)
+    height = 0.8 / len(scored)
+    colors = [f"C{k % 10}" for k in range(len(scored))]
+    base = np.arange(len(systems))[::-1].astype(float)
+    for k, col in enumerate(scored):
+        values = pd.to_numeric(table[col.label], errors="coerce").to_numpy(dtype=float)
+        y = base + 0.4 - height * (k + 0.5)
+        bars = ax.barh(
+            y,
+            np.nan_to_num(values),
+            height=height,
+            color=colors[k],
+            edgecolor="black",
+            linewidth=0.3,
+            label=f"{col.evaluator}/{col.criterion}",
+        )
+        for bar, system in zip(bars, systems, strict=True):
+            if _oracle(info, system):
+                bar.set_hatch("///")
+        for yy, v in zip(y, values, strict=True):
+            ax.text(
+                (0.0 if np.isnan(v) else v) + 0.01,
+                yy,
+                "n/a" if np.isnan(v) else f"{v:.2f}",
+                va="center",
+                fontsize=6,
+            )
+    ax.set_yticks(base, [_label(info, s) for s in systems], fontsize=8)
+    ax.set_xlim(0, 1.1)
+    ax.set_xlabel("valid-only mean (0-1)")
+    ax.set_title("Stand-in metrics with real weights (not the paper's checkpoints)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
+    return _save(fig, out_dir / "figures", STAND_IN_FIGURE)
+
+
 def missing_figure(
     lb: pd.DataFrame, info: pd.DataFrame, out_dir: Path, plan_errors: pd.Series | None = None
 ) -> Path:

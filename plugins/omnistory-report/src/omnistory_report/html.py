@@ -81,6 +81,11 @@ class ReportContext:
     #: and its columns; empty when no stand-in metric scored the run
     stand_in: pd.DataFrame = field(default_factory=pd.DataFrame)
     stand_in_columns: Sequence[Any] = ()
+    #: the stand-in leaderboard's figure (PNG; an SVG beside it), shown under its table
+    stand_in_figure: Path | None = None
+    #: whether any system has a paper-metric score: without one the paper's leaderboard (only
+    #: dashes) gives way to the stand-in leaderboard on the first screen
+    paper_scored: bool = True
     summary: np.ndarray = field(init=False)
     oracle_of: dict[str, bool] = field(init=False)
     paradigm_of: dict[str, str] = field(init=False)
@@ -639,25 +644,19 @@ def _leaderboard_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
     )
 
 
-def _stand_in_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
+def _stand_in_html(ctx: ReportContext, sys_slugs: dict[str, str], first: bool = False) -> str:
     """The stand-in leaderboard: its own section and title, never mixed into the paper table;
-    each column names its backend, valid-only and zero-filled side by side."""
+    each column names its backend, valid-only and zero-filled side by side.  ``first``: it opens
+    the page (no paper metric scored the run), titled as the leaderboard, its figure below."""
     from omnistory_report.analysis.stand_in import NOT_SCORED, TITLE
 
     table = ctx.stand_in
     if table.empty:
         return ""
     head = '<th>#</th><th class="l">system</th><th>N</th>'
-    keys: list[tuple[str, bool]] = []
     for col in ctx.stand_in_columns:
         title = f"{col.evaluator}/{col.criterion}"
-        backend = f'<br><span class="note">{escape(col.backend)}</span>'
-        if col.scored:
-            head += f"<th>{escape(title)}{backend}</th><th>{escape(title)} (0){backend}</th>"
-            keys += [(col.label, True), (f"{col.label} (0)", True)]
-        else:
-            head += f"<th>{escape(title)}{backend}</th>"
-            keys.append((col.label, False))
+        head += f'<th>{escape(title)}<br><span class="note">{escape(col.backend)}</span></th>'
     rows = []
     for rank, row in enumerate(table.to_dict("records"), 1):
         system = str(row["system"])
@@ -669,25 +668,43 @@ def _stand_in_html(ctx: ReportContext, sys_slugs: dict[str, str]) -> str:
         )
         if oracle:
             name += '<span class="badge oracle" title="reads the reference">ORACLE</span>'
+        # one cell per column: valid-only (sorted on), zero-filled after it
         cells = "".join(
-            f'<td data-v="{row[k]}">{escape(format_value(row[k], 4))}</td>'
-            if scored
+            f'<td data-v="{row[c.label]}">{escape(format_value(row[c.label], 4))} '
+            f'<span class="note">({escape(format_value(row[c.label + " (0)"], 4))})</span></td>'
+            if c.scored
             else f'<td class="note">{escape(NOT_SCORED)}</td>'
-            for k, scored in keys
+            for c in ctx.stand_in_columns
         )
         rows.append(
             f'<tr class="{"oracle" if oracle else ""}"><td>{rank}</td>'
             f'<td class="l">{name}</td><td>{row["n_examples"]}</td>{cells}</tr>'
         )
+    title = f"Leaderboard: {TITLE[0].lower()}{TITLE[1:]}" if first else TITLE
+    figure = ""
+    if ctx.stand_in_figure is not None:
+        png = ctx.stand_in_figure.relative_to(ctx.out_dir).as_posix()
+        figure = (
+            f'<figure class="stand-in-figure"><a href="{escape(png[:-4])}.svg">'
+            f'<img src="{escape(png)}" alt="{escape(TITLE)}"></a>'
+            "<figcaption>Stand-in metrics per system, valid-only (click for SVG)</figcaption>"
+            "</figure>"
+        )
+    note = (
+        f'<p class="scores-absent">{_inline_code(ctx.scores_note)}</p>'
+        if first and ctx.scores_note
+        else ""
+    )
     return (
-        f'<h2 id="stand-in">{escape(TITLE)}</h2>'
+        f'<h2 id="stand-in">{escape(title)}</h2>'
         "<p>Metrics computed with real pretrained weights that are installable offline, standing "
         "in for the paper's metrics; each column names its backend. Their numbers are on other "
         "scales than the paper's and never enter the paper's tables or Total Average. "
-        "Valid-only, and (0) zero-filled as in the leaderboard.</p>"
+        "Each cell: the valid-only mean, then (in brackets) the zero-filled one.</p>"
         '<p><a href="stand_in_leaderboard.csv">stand_in_leaderboard.csv</a></p>'
         '<div class="scroll"><table class="sortable" id="standin"><thead>'
         f"<tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f"{figure}{note}"
     )
 
 
@@ -697,9 +714,11 @@ def _inline_code(text: str) -> str:
 
 
 def _run_section(ctx: ReportContext, entries: list[_ExampleEntry], ex_slugs: dict[str, str]) -> str:
-    """What the run produced: outputs and failures, lengths, calls; the scores line if absent."""
+    """What the run produced: outputs and failures, lengths, calls; the scores line if absent
+    (under the stand-in leaderboard instead where that opens the page)."""
     if not ctx.runs:
         return ""
+    scores_note = ctx.scores_note if ctx.stand_in.empty else ""
     first = (
         f' <a href="examples/{ex_slugs[entries[0].example_id]}.html">Open the per-example '
         "viewer</a> (every system's image, narration, speech and plan side by side)."
@@ -708,11 +727,7 @@ def _run_section(ctx: ReportContext, entries: list[_ExampleEntry], ex_slugs: dic
     )
     lead = (
         f"<p>{len(ctx.runs)} system(s) over {len(entries)} example(s).{first}</p>"
-        + (
-            f'<p class="scores-absent">{_inline_code(ctx.scores_note)}</p>'
-            if ctx.scores_note
-            else ""
-        )
+        + (f'<p class="scores-absent">{_inline_code(scores_note)}</p>' if scores_note else "")
         + "".join(f'<p class="note">{escape(n)}</p>' for n in ctx.notes if ctx.lb.empty)
     )
     tables = "".join(
@@ -775,7 +790,8 @@ def _index_page(
             f'<td class="l">{text}</td></tr>'
         )
     run = _run_section(ctx, entries, ex_slugs)
-    scored = not ctx.lb.empty
+    scored = not ctx.lb.empty and ctx.paper_scored
+    stand_in_first = not scored and not ctx.stand_in.empty
     leaderboard = (
         f'<h2 id="leaderboard-h">Leaderboard</h2>{intro}{notes}'
         '<p><a href="leaderboard.csv">leaderboard.csv</a> · '
@@ -784,7 +800,10 @@ def _index_page(
         if scored
         else (notes if not run else "")
     )
-    leaderboard += _stand_in_html(ctx, sys_slugs)
+    if stand_in_first:
+        leaderboard = _stand_in_html(ctx, sys_slugs, first=True) + notes
+    else:
+        leaderboard += _stand_in_html(ctx, sys_slugs)
     figures = f'<h2 id="figures">Figures</h2><div class="figures">{figs}</div>' if figs else ""
     statistics = (
         f'<h2 id="statistics">Statistics</h2>{inline}'
@@ -792,12 +811,13 @@ def _index_page(
         if inline or links
         else ""
     )
+    opens_with_scores = scored or stand_in_first
     body = (
-        (run if not scored else "")
+        (run if not opens_with_scores else "")
         + leaderboard
         + figures
         + statistics
-        + (run if scored else "")
+        + (run if opens_with_scores else "")
         + f'<h2 id="systems">Systems</h2>{_controls("#systemlist", oracle=True, label="systems")}'
         f'<ul id="systemlist">{sys_items}</ul>'
         '<h2 id="examples">Examples</h2>'

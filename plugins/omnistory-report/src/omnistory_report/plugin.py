@@ -1,5 +1,5 @@
 """omnistory-report's plugin module: the report at the end of a sweep (``sweep_finished``) and
-the ``report`` and ``human`` subcommands, through the core's hooks like any plugin."""
+the ``report``, ``export`` and ``human`` subcommands, through the core's hooks like any plugin."""
 
 from __future__ import annotations
 
@@ -24,16 +24,29 @@ def _human(argv: list[str]) -> int:
     return main(argv)
 
 
+def _export(argv: list[str]) -> int:
+    from omnistory_report.export_command import main
+
+    return main(argv)
+
+
 @hookimpl
 def register_commands(register):
     register("report", _report, "leaderboard, statistics, figures, HTML")
+    register("export", _export, "scored runs in a benchmark's official result formats")
     register("human", _human, "the human-evaluation round trip (export, import)")
+
+
+#: the exit status of a sweep or ``evaluate`` whose outputs and scores are complete but whose
+#: report could not be built
+REPORT_FAILED = 1
 
 
 @hookimpl
 def sweep_finished(sweep_dir: Path, config: Any) -> int:
-    """Build the report from whatever the sweep has scored (``evaluation.report``, default on);
-    a report that fails to build is logged, never a failed sweep: the outputs are complete."""
+    """Build the report of the task the runs belong to from whatever the sweep has scored
+    (``evaluation.report``, default on).  A report that cannot be built is one line naming the
+    cause and how to rebuild it, and exit status 1 (the outputs and scores are complete)."""
     evaluation = config.get("evaluation") or {}
     if not evaluation.get("report", True):
         return 0
@@ -41,54 +54,58 @@ def sweep_finished(sweep_dir: Path, config: Any) -> int:
 
     scores = sweep_dir / "scores.jsonl"
     scored = bool(evaluation.get("metrics") or evaluation.get("judges"))
-    task = _sweep_task(sweep_dir, config)
-    if task is not None and task.report is not None:
+    try:
+        task = sweep_task(sweep_dir, config)
+    except Exception as exc:  # noqa: BLE001 - reported in one line, the sweep's exit status says it
+        return _failed("the report's task cannot be told", exc, "--task NAME", sweep_dir, scores)
+    if task.report is not None:
         return _task_report(task, sweep_dir, scores)
     try:
         out = build_report(scores, sweep_dir / "report", run_dir=sweep_dir, print_table=scored)
-    except Exception:  # noqa: BLE001 - the sweep's outputs are complete; only the report is missing
-        log.exception(
-            "building the report failed; the sweep outputs are complete. Rebuild it with "
-            "`python -m omnistory_core report --scores %s --out %s --run-dir %s`",
-            scores,
-            sweep_dir / "report",
-            sweep_dir,
-        )
-    else:
-        log.info("report: %s", out / "index.html")
+    except Exception as exc:  # noqa: BLE001 - the sweep's outputs are complete; only the report is missing
+        return _failed("building the report failed", exc, "", sweep_dir, scores)
+    log.info("report: %s", out / "index.html")
     return 0
 
 
-def _sweep_task(sweep_dir: Path, config: Any) -> Any:
-    """The sweep's task: the config's ``task.name``, else the one its job manifests name; None
-    when it cannot be told (the Omni-StoryBench report is built then, as before)."""
-    from omnistory_report.command import report_task
+def sweep_task(sweep_dir: Path, config: Any) -> Any:
+    """The task the runs of ``sweep_dir`` belong to: the one their job manifests name (or the
+    evaluation recorded), else the config's ``task.name``, else the default task.  A sweep's own
+    config names the default task when its jobs chose theirs (``-m system=copy_paste,...``), so
+    the runs decide first."""
+    from omnistory_report.command import job_tasks, report_task
 
+    if job_tasks(Path(sweep_dir)):
+        return report_task(None, Path(sweep_dir))
     node = config.get("task") if hasattr(config, "get") else None
     name = node.get("name") if node is not None and hasattr(node, "get") else None
-    try:
-        return report_task(str(name) if name else None, Path(sweep_dir))
-    except Exception:  # noqa: BLE001 - the sweep's outputs are complete; the default report follows
-        log.exception("the sweep's task could not be told; building the default report")
-        return None
+    return report_task(str(name) if name else None, Path(sweep_dir))
+
+
+def _failed(what: str, exc: BaseException, task_flag: str, run_dir: Path, scores: Path) -> int:
+    cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+    flag = f" {task_flag}" if task_flag else ""
+    log.error(
+        "%s: %s. The outputs and scores are complete; rebuild it with `python -m omnistory_core"
+        " report%s --scores %s --run-dir %s --out %s`",
+        what,
+        cause,
+        flag,
+        scores,
+        run_dir,
+        run_dir / "report",
+    )
+    return REPORT_FAILED
 
 
 def _task_report(task: Any, sweep_dir: Path, scores: Path) -> int:
-    """A task's own report (``Task.report``) at the end of its sweep; a failure is logged, never
-    a failed sweep."""
+    """A task's own report (``Task.report``) at the end of its sweep or evaluation; a failure is
+    one line and exit status 1."""
     out_dir = sweep_dir / "report"
     try:
         out = task.report(out_dir, scores=scores, run_dir=sweep_dir, options={})
-    except Exception:  # noqa: BLE001 - the sweep's outputs are complete; only the report is missing
-        log.exception(
-            "building the %s report failed; the sweep outputs are complete. Rebuild it with "
-            "`python -m omnistory_core report --task %s --scores %s --run-dir %s --out %s`",
-            task.name,
-            task.name,
-            scores,
-            sweep_dir,
-            out_dir,
-        )
-    else:
-        log.info("report: %s", Path(out) / "index.html")
+    except Exception as exc:  # noqa: BLE001 - the sweep's outputs are complete; only the report is missing
+        what = f"building the {task.name} report failed"
+        return _failed(what, exc, f"--task {task.name}", sweep_dir, scores)
+    log.info("report: %s", Path(out) / "index.html")
     return 0

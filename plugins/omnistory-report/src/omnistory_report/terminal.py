@@ -71,7 +71,8 @@ def print_leaderboard(lb: pd.DataFrame, info: pd.DataFrame, console=None) -> Non
 def stand_in_table(table: pd.DataFrame, columns, info: pd.DataFrame):
     """A ``rich.table.Table`` of the stand-in leaderboard (see
     :mod:`omnistory_report.analysis.stand_in`): each header names its evaluator, criterion and
-    backend; a cell is the valid-only mean with the zero-filled one after it."""
+    backend (the backends in the caption); a cell is the valid-only mean with the zero-filled
+    one after it."""
     from rich.table import Table
 
     from omnistory_report.analysis.stand_in import NOT_SCORED, TITLE
@@ -81,13 +82,10 @@ def stand_in_table(table: pd.DataFrame, columns, info: pd.DataFrame):
     out.add_column("system")
     out.add_column("N", justify="right")
     for col in columns:
-        # fold, not ellipsis: the backend is the point of the header and must be read whole
-        out.add_column(
-            f"{col.evaluator}/{col.criterion}\n[dim]{col.backend}[/]",
-            justify="right",
-            overflow="fold",
-            min_width=16,
-        )
+        # the header stays narrow; the backend, which must be read whole, is in the caption
+        out.add_column(f"{col.evaluator}/{col.criterion}", justify="right", overflow="fold")
+    out.caption = "; ".join(f"{c.evaluator}/{c.criterion}: {c.backend}" for c in columns)
+    out.caption_justify = "left"
     for rank, row in enumerate(table.to_dict("records"), 1):
         system = str(row["system"])
         oracle = bool(system in info.index and info.loc[system, "oracle"])
@@ -113,3 +111,15 @@ def print_stand_in(table: pd.DataFrame, columns, info: pd.DataFrame, console=Non
         if not console.is_terminal:
             console = Console(width=200)
     console.print(stand_in_table(table, columns, info))
+
+
+def print_no_paper_scores(line: str, console=None) -> None:
+    """The one line printed instead of a paper leaderboard of dashes."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=200)
+    console.print(f"[dim]{escape(line)}[/]")

@@ -28,6 +28,37 @@ def run_cli(
     )
 
 
+def compose_job(*overrides: str) -> Any:
+    """The job config ``python -m omnistory_core OVERRIDES`` composes (without its ``hydra``
+    node), composed in this process: presets, plugin configs and interpolations as a run sees
+    them."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    import omnistory_core.app  # noqa: F401 - registers the config's resolvers
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="omnistory_core.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
+
+
+def run_task_job(output_dir: str | os.PathLike[str], *overrides: str) -> Any:
+    """One job of a task with its own generation (``Task.generate``) composed from
+    ``overrides`` and run in this process into ``output_dir``; returns what it returns (the
+    manifest, or a dry run's plan).  Cheaper than :func:`run_cli` where the command line itself
+    is covered elsewhere."""
+    from omnistory_core.plugins import load_plugins
+
+    cfg = compose_job(*overrides)
+    task = load_plugins().task(str(cfg.task.name))
+    if task.generate is None:
+        raise ValueError(f"task {task.name} has no generate of its own: use run_cli")
+    return task.generate(cfg, Path(output_dir))
+
+
 def demo_planner_items(limit: int = 2) -> list[dict[str, Any]]:
     """Planner inputs for the first ``limit`` demo examples, built as the engine builds them."""
     from omnistory_core.components import EXAMPLE_INPUTS
@@ -56,4 +87,4 @@ def files_containing(root: str | os.PathLike[str], needle: str) -> list[str]:
     return hits
 
 
-__all__ = ["demo_planner_items", "files_containing", "run_cli"]
+__all__ = ["compose_job", "demo_planner_items", "files_containing", "run_cli", "run_task_job"]

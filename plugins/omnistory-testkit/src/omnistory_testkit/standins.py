@@ -22,7 +22,9 @@ content digests of its inputs and outputs as the engine keys them), so a test ca
 call was made twice and on which devices calls ran, and a timeline can tell when a call's inputs
 existed (the call that output them ended).  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
-espeak, noop, ...) are left alone.
+espeak, noop, ...) are left alone.  A stand-in's records declare ``{"stand_in": ...}``
+(:class:`_StandIn`): the same keys as the real component's, never served to it (nor its to the
+stand-in).
 
 ``make_standin_site(directory, evaluators=True)`` replaces every installed metric and judge too,
 so that a sweep of stand-ins is scored end to end without weights: a stand-in evaluator has its
@@ -41,6 +43,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,31 +58,33 @@ EVALUATOR_KINDS = ("metric", "judge")
 _HEADER = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
 from omnistory_core.hookspecs import hookimpl
 from omnistory_testkit.standins import standin_classes
+
+KEEP = frozenset(KEEP_COMPONENTS)
 '''
 
 _PLUGIN = """
 
 @hookimpl
 def register_planners(register):
-    for cls in standin_classes("planner"):
+    for cls in standin_classes("planner", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_backbones(register):
-    for cls in standin_classes("backbone"):
+    for cls in standin_classes("backbone", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_image_experts(register):
-    for cls in standin_classes("image"):
+    for cls in standin_classes("image", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_tts_experts(register):
-    for cls in standin_classes("tts"):
+    for cls in standin_classes("tts", KEEP):
         register(cls)
 """
 
@@ -88,21 +93,28 @@ _EVALUATOR_HOOKS = """
 
 @hookimpl
 def register_metrics(register):
-    for cls in standin_classes("metric"):
+    for cls in standin_classes("metric", KEEP):
         register(cls)
 
 
 @hookimpl
 def register_judges(register):
-    for cls in standin_classes("judge"):
+    for cls in standin_classes("judge", KEEP):
         register(cls)
 """
 
 
-def make_standin_site(directory: str | Path, evaluators: bool = False, models: bool = True) -> Path:
+def make_standin_site(
+    directory: str | Path,
+    evaluators: bool = False,
+    keep: Sequence[str] = (),
+    models: bool = True,
+) -> Path:
     """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
-    ``evaluators``: every metric and judge is replaced by a stand-in too; ``models=False``: the
-    planners, backbones and experts are not (a task's own generation runs as it is)."""
+    ``evaluators``: every metric and judge is replaced by a stand-in too; ``keep``: components
+    (``kind/name``, e.g. ``image/nanobanana``) left real (an API component against a local
+    server); ``models=False``: the planners, backbones and experts are not (a task's own
+    generation runs as it is)."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -113,7 +125,8 @@ def make_standin_site(directory: str | Path, evaluators: bool = False, models: b
         f"[omnistory]\n{ENTRY_POINT} = {MODULE}\n", encoding="utf-8"
     )
     (info / "RECORD").write_text("", encoding="utf-8")
-    plugin = _HEADER + (_PLUGIN if models else "") + (_EVALUATOR_HOOKS if evaluators else "")
+    plugin = _HEADER.replace("KEEP_COMPONENTS", repr(sorted(set(keep))))
+    plugin += (_PLUGIN if models else "") + (_EVALUATOR_HOOKS if evaluators else "")
     (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
 
@@ -143,13 +156,19 @@ def _real_components() -> dict[str, list[type]]:
     return found
 
 
-def standin_classes(kind: str) -> list[type]:
-    """One stand-in class per real component of ``kind``."""
+def standin_classes(kind: str, keep: Collection[str] = ()) -> list[type]:
+    """One stand-in class per real component of ``kind`` (but those ``keep`` names)."""
     if kind in EVALUATOR_KINDS:
-        return [_evaluator_standin(kind, real) for real in _real_components()[kind]]
+        return [
+            _evaluator_standin(kind, real)
+            for real in _real_components()[kind]
+            if f"{kind}/{real.name}" not in keep
+        ]
     base = {"planner": _Planner, "backbone": _Backbone, "image": _Image, "tts": _TTS}[kind]
     out = []
     for real in _real_components()[kind]:
+        if f"{kind}/{real.name}" in keep:
+            continue
         attrs: dict[str, Any] = {
             "name": real.name,
             "version": real.version,
@@ -346,7 +365,21 @@ def _load(self) -> None:
 from omnistory_core.components import Backbone, ImageExpert, Planner, TTSExpert  # noqa: E402
 
 
-class _Planner(Planner):
+class _StandIn:
+    """What every stand-in is beyond its real component's declarations: marked ``stand_in`` and
+    with an identity of its own in the store.  Its call keys equal the real component's (same
+    name, version, parameters, inputs), but every record it writes declares
+    ``{"stand_in": ...}``, and the engine recomputes a record made under another declaration:
+    a stand-in's result is never served to the real component, nor the real one's to it."""
+
+    stand_in = True
+
+    @classmethod
+    def call_declaration(cls) -> dict[str, Any]:
+        return {**super().call_declaration(), "stand_in": DISTRIBUTION}  # type: ignore[misc]
+
+
+class _Planner(_StandIn, Planner):
     __init__ = _params_ok
     load = _load
 
@@ -361,7 +394,7 @@ class _Planner(Planner):
         return result
 
 
-class _Backbone(Backbone):
+class _Backbone(_StandIn, Backbone):
     __init__ = _params_ok
     load = _load
 
@@ -382,7 +415,7 @@ class _Backbone(Backbone):
         return result
 
 
-class _Image(ImageExpert):
+class _Image(_StandIn, ImageExpert):
     __init__ = _params_ok
     load = _load
 
@@ -395,7 +428,7 @@ class _Image(ImageExpert):
         return result
 
 
-class _TTS(TTSExpert):
+class _TTS(_StandIn, TTSExpert):
     __init__ = _params_ok
     load = _load
 
@@ -484,7 +517,7 @@ def _scores(component: Any, digest: bytes) -> dict[str, float | None]:
 from omnistory_core.components import EvalResult, Judge, Metric  # noqa: E402
 
 
-class _EvaluatorStandIn:
+class _EvaluatorStandIn(_StandIn):
     __init__ = _params_ok
     load = _load
 

@@ -173,6 +173,10 @@ def plan_job(
 
     mode = retry_mode(retry_failures)
     pools = shot_pools(data, media or MediaHasher())
+    if image.kind == "backbone":  # a backbone reads each shot as a page, as the run gives it
+        from omnistory_vistorybench.backbones import page_pools
+
+        pools = page_pools(pools)
     components: dict[str, Any] = {}
     blocked: dict[int, Failure] = {}
     if planner is not None:
@@ -217,8 +221,11 @@ def plan_job(
 def _candidate(value: Answer, names: Mapping[int, str], record: Any) -> dict[str, Any] | None:
     if value is None:
         return {"pending": names[record.index]}
-    if isinstance(value, CallRecord) and value.status == "ok" and value.output.get("blob"):
-        return {"blob": str(value.output["blob"]), "ext": str(value.output.get("ext", "png"))}
+    output = value.output if isinstance(value, CallRecord) else {}
+    if isinstance(output.get("image"), dict):  # a backbone's record: its image
+        output = output["image"]
+    if isinstance(value, CallRecord) and value.status == "ok" and output.get("blob"):
+        return {"blob": str(output["blob"]), "ext": str(output.get("ext", "png"))}
     return None  # a stored failure, or a failed plan: the shot will have no image
 
 
@@ -266,7 +273,7 @@ def planned_source(job: Path, options: Mapping[str, Any]) -> Any:
     for, its dataset and store.  A plan that cannot be read is one line naming the file."""
     from omnistory_core.api import Media
     from omnistory_vistorybench import layout
-    from omnistory_vistorybench.evaluation import EvaluationError, _Source
+    from omnistory_vistorybench.evaluation import EvaluationError, _Source, run_label
 
     path = job / PLANNED_JOB
     try:
@@ -301,7 +308,7 @@ def planned_source(job: Path, options: Mapping[str, Any]) -> Any:
         spec["root"] = None  # the installed fixture (held to the recorded fingerprint)
     spec.update(options)
     return _Source(
-        system=str(plan.get("system_id") or job.name),
+        system=run_label(key),
         path=job,
         run=layout.OutputRun(key, "A", outputs / Path(*key), dict(sorted(stories.items()))),
         spec=spec,

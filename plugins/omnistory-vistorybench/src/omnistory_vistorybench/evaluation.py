@@ -10,34 +10,47 @@ item      the shot id          ``candidate_image`` (the shot's image), ``shot`` 
           (``"01_03"``)        onstage characters)
 group     the story id         ``candidate_shots`` (``{index: Media | None}`` over the story's
           (``"01"``)           shots), ``story_images`` (every shot image of the story folder),
-                               ``characters`` (``{key: {name, tag, refs}}``), ``shots``
-run       ``""``, ``"lite"``   ``candidate_images`` (``""``: every shot image of the run;
-                               ``"lite"``: those of its lite stories only)
+                               ``characters`` (``{key: {name, name_en, tag, refs}}``),
+                               ``shots``, ``character_images`` (the images of its ``chars/``)
+run       ``""``, ``"lite"``   ``candidate_images`` (the split's shot images, every timestamp
+                               of the method, mode and language pooled), ``run_images`` (this
+                               run's own shot images of that split's stories)
 ========  ===================  ===========================================================
 
-A run unit's ``example_id`` names the split its images cover: ``""`` is the whole run (every
-story of its output folder, as the official ``bench_run.py`` scores it) and ``"lite"`` its lite
-stories (:data:`omnistory_vistorybench.dataset.LITE_STORY_IDS`).  A *full run* (its dataset's
-stories include lite stories and others) gets both, because the official recomputes the
-Inception Score over the lite images for ``bench_results_lite.csv``
-(``utils/add_inception_score_to_result_csv.py``) and the report ranks a full run on its lite
-stories with that value; a run whose stories are all lite (or all other) has the one unit ``""``.
+A run unit's ``example_id`` names the split its images cover: ``""`` is the run's own split (the
+dataset's stories) and ``"lite"`` its lite stories
+(:data:`omnistory_vistorybench.dataset.LITE_STORY_IDS`).  A *full run* (its dataset's stories
+include lite stories and others) gets both, and the report ranks it on both.  The published
+tables' Inception Score is the official ``utils/add_inception_score_to_result_csv.py``
+recomputation: every timestamp folder of the method, mode and language read together (a story
+folder of a later timestamp replacing an earlier one), the shot images of the split's stories
+(``.png``, ``.jpg``, ``.jpeg``); ``candidate_images`` is that list.  ``run_images`` is what the
+official ``bench_run.py`` summary scores instead (the run's output folder; for ``""`` every story
+in it, whatever the split): ``metric.diversity.images=run`` scores it.
 
 An input is *missing* when the run has no output for it: a shot without an image
-(``candidate_image``), a story without any image of its shots (``candidate_shots``) or in its
-folder (``story_images``), a run without any image (``candidate_images``).  The runner gives an
+(``candidate_image``), a story without any image in its folder (``candidate_shots``,
+``story_images``), a run without any image (``candidate_images``).  A story whose folder has
+images but none at a story.json index is not skipped, as the official driver does not skip it:
+its group unit is scored (CIDS's values are then 0, as the official's) and its shots reach the
+item metrics with ``candidate_image`` None and :data:`UNINDEXED` set in ``shot`` (prompt
+alignment scores them 0, so the story mean is the official 0; ``faithful=false`` leaves them
+out as ``invalid`` rows).  The runner gives an
 evaluator that reads a missing input ``missing_output`` rows and makes no call, which is the
 official driver's rule of skipping a story without outputs.
 
 Runs come from two places, read the same way (:func:`omnistory_vistorybench.layout.read_outputs`):
 
-* job directories of this task (``manifest.json`` with ``task.name: vistorybench``): one system
-  each, named by its ``system_id``; the dataset is the manifest's (``dataset`` options given on
-  the command line override it, e.g. a moved ``root``);
+* job directories of this task (``manifest.json`` with ``task.name: vistorybench``): one run
+  each; the dataset is the manifest's (``dataset`` options given on the command line override
+  it, e.g. a moved ``root``);
 * an external outputs tree in either official layout (methods that ran elsewhere): every
-  (method, mode, language, timestamp) run is a system named ``<method>``, with ``/<mode>``,
-  ``/<lang>``, ``/<timestamp>`` appended when the tree holds several of that level for the
-  method; the dataset comes from the ``dataset`` options (the run's language is its folder's).
+  (method, mode, language, timestamp) run; the dataset comes from the ``dataset`` options (the
+  run's language is its folder's).
+
+Every run is scored as the system ``<method>/<mode>/<lang>/<timestamp>`` (:func:`run_label`):
+the report averages a method's runs per (method, mode) as the official leaderboard does, from
+the levels :meth:`EvaluatedSystem.to_dict` records in ``systems.json``.
 
 Shot texts are given in English and in the run's language (``{"en": ..., "ch": ...}``): the
 official evaluators score every run against the English text (``faithful``), the alternative
@@ -47,7 +60,7 @@ key it lists that the story does not define (so CIDS can apply its rule for thos
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +69,7 @@ from omnistory_core.api import ConfigError, UserError
 from omnistory_core.kit.jobs import MediaHasher
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import layout
+from omnistory_vistorybench.metrics._common import UNINDEXED
 from omnistory_vistorybench.task import VISTORYBENCH
 
 #: scope -> the candidate inputs a unit of that scope may lack
@@ -95,6 +109,25 @@ class EvaluatedSystem:
     spec: dict[str, Any]
     fingerprint: str
     store: str | None = None
+    story_ids: tuple[str, ...] = ()
+    source: str = "job"
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the evaluation records of this run (``systems.json``): the report reads the
+        official levels, split and stories of each scored system from it."""
+        return {
+            "system": self.system,
+            "path": str(self.path),
+            "source": self.source,
+            "method": self.run.method,
+            "mode": self.run.mode,
+            "language": self.run.language,
+            "timestamp": self.run.timestamp,
+            "split": str(self.spec.get("split") or "full"),
+            "story_ids": list(self.story_ids),
+            "dataset": self.spec.get("name"),
+            "fingerprint": self.fingerprint,
+        }
 
 
 @dataclass
@@ -196,10 +229,14 @@ def task_evaluation(
     names = [f.system for f in found]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise EvaluationError(f"several runs claim the system ids {dupes}")
+        raise EvaluationError(
+            f"several runs are the same official run {dupes} (method/mode/lang/timestamp):"
+            " evaluate them separately, or move one"
+        )
     media = MediaHasher()
     datasets: dict[str, _Dataset] = {}
     result = TaskEvaluation(systems=[], units={scope: [] for scope in CANDIDATE_INPUTS})
+    siblings = siblings_of(found)
     for source in found:
         data = _dataset(datasets, source)
         result.systems.append(
@@ -210,6 +247,8 @@ def task_evaluation(
                 data.spec,
                 data.fingerprint,
                 source.store,
+                tuple(story.id for story in data.stories),
+                source.kind,
             )
         )
         if source.planned is not None:
@@ -218,7 +257,8 @@ def task_evaluation(
             shots: Any = PlannedMedia(source.planned, media)  # the planned images, by path
         else:
             shots = media
-        for scope, units in run_units(source.system, source.run, data, shots).items():
+        pooled = siblings.get(source.system) or (source.run,)
+        for scope, units in run_units(source.system, source.run, data, shots, pooled).items():
             result.units[scope].extend(units)
     return result
 
@@ -242,6 +282,8 @@ class _Source:
     #: a job a dry-run sweep planned (:func:`omnistory_vistorybench.dryrun.planned_source`): shot
     #: path -> its image as the run will write it (stored, or a stand-in for one still to make)
     planned: dict[str, Any] | None = None
+    #: ``job`` (a job directory) or ``outputs`` (an external outputs tree)
+    kind: str = "job"
 
 
 def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:
@@ -275,7 +317,7 @@ def _job_run(job: Path, options: Mapping[str, Any], latest: bool) -> _Source:
         spec["root"] = None
     spec.update(options)
     return _Source(
-        system=str(manifest.get("system_id") or job.name),
+        system=run_label(key),
         path=job,
         run=run,
         spec=spec,
@@ -298,32 +340,44 @@ def _tree_runs(outputs: Path, options: Mapping[str, Any], latest: bool) -> list[
         raise EvaluationError(
             f"{outputs}: no run found (expected <method>/<mode>/<lang>/<timestamp>/<story>/...)"
         )
-    names = system_names(list(runs))
     spec = {"name": "vistory", **options}
     return [
-        _Source(names[key], run.path, run, dict(spec), where=str(run.path))
+        _Source(run_label(key), run.path, run, dict(spec), where=str(run.path), kind="outputs")
         for key, run in runs.items()
     ]
+
+
+def siblings_of(sources: Sequence[_Source]) -> dict[str, tuple[layout.OutputRun, ...]]:
+    """Per source's system, the runs of its method, mode and language among ``sources`` (every
+    timestamp, whether each is its own job directory or a folder of one outputs tree), oldest
+    first: the Inception Score of a split pools their stories, as the official lite/full CSVs
+    do."""
+    level: dict[tuple[str, str, str], list[layout.OutputRun]] = {}
+    for source in sources:
+        key = source.run.key
+        level.setdefault((key.method, key.mode, key.language), []).append(source.run)
+    return {
+        s.system: tuple(
+            sorted(
+                level[(s.run.key.method, s.run.key.mode, s.run.key.language)],
+                key=lambda run: run.key.timestamp,
+            )
+        )
+        for s in sources
+    }
+
+
+def run_label(key: layout.RunKey) -> str:
+    """A scored run's ``system`` in the scores table: ``<method>/<mode>/<lang>/<timestamp>``,
+    the same whichever runs are scored with it (rows merged over several evaluations stay one
+    run's) and whether it is read from a job directory or an outputs tree."""
+    return "/".join(key)
 
 
 def vistory_fixture_name() -> str:
     from omnistory_vistorybench.generate import FIXTURE_DATASET
 
     return FIXTURE_DATASET
-
-
-def system_names(keys: list[layout.RunKey]) -> dict[layout.RunKey, str]:
-    """``<method>``, with ``/<mode>``, ``/<lang>``, ``/<timestamp>`` for each level at which the
-    method has several runs."""
-    out: dict[layout.RunKey, str] = {}
-    for key in keys:
-        same = [k for k in keys if k.method == key.method]
-        parts = [key.method]
-        for level in ("mode", "language", "timestamp"):
-            if len({getattr(k, level) for k in same}) > 1:
-                parts.append(getattr(key, level))
-        out[key] = "/".join(parts)
-    return out
 
 
 # -- the dataset ----------------------------------------------------------------------------------
@@ -405,6 +459,8 @@ def story_characters(story: vistory.Story, media: MediaHasher) -> dict[str, dict
     return {
         key: {
             "name": c.name or c.name_en or key,
+            # the official's evaluators reload stories in English: their judge is told this one
+            "name_en": c.name_en or c.name or key,
             "tag": c.tag,
             "refs": [media(str(p)) for p in c.images],
         }
@@ -413,15 +469,23 @@ def story_characters(story: vistory.Story, media: MediaHasher) -> dict[str, dict
 
 
 def run_units(
-    system: str, run: layout.OutputRun, data: _Dataset, media: MediaHasher
+    system: str,
+    run: layout.OutputRun,
+    data: _Dataset,
+    media: MediaHasher,
+    siblings: Iterable[layout.OutputRun] = (),
 ) -> dict[str, list[Unit]]:
-    """The item, group and run units of one run over its dataset."""
+    """The item, group and run units of one run over its dataset; ``siblings`` are the runs
+    whose stories the Inception Score pools (default: this one)."""
     items: list[Unit] = []
     groups: list[Unit] = []
     for story in data.stories:
         out = run.stories.get(story.id)
         shots_out = out.shots if out is not None else {}
         english = data.english.get(story.id)
+        # images in the story's folder, none at a story.json index: the official scores the
+        # story (0 where nothing can be scored); only a story without any image is skipped
+        unindexed = bool(shots_out) and not any(s.index in shots_out for s in story.shots)
         candidate_shots: dict[int, Any] = {}
         fields = []
         for shot in story.shots:
@@ -432,7 +496,10 @@ def run_units(
             fields.append(shot_dict)
             pool: dict[str, Any] = {"shot": shot_dict}
             missing: set[str] = set()
-            if image is None:
+            if unindexed:
+                shot_dict[UNINDEXED] = True
+                pool["candidate_image"] = None
+            elif image is None:
                 missing.add("candidate_image")
             else:
                 pool["candidate_image"] = image
@@ -441,22 +508,38 @@ def run_units(
         group_pool = {
             "candidate_shots": candidate_shots,
             "story_images": story_images,
+            # the method's own character images (chars/), CIDS's references with ref_mode=mid-gen
+            "character_images": [media(str(p)) for p in (out.chars if out else {}).values()],
             "characters": story_characters(story, media),
             "shots": fields,
         }
         lacking = set()
-        if not any(v is not None for v in candidate_shots.values()):
+        if not any(v is not None for v in candidate_shots.values()) and not unindexed:
             lacking.add("candidate_shots")
         if not story_images:
             lacking.add("story_images")
         groups.append(Unit(system, story.id, group_pool, frozenset(lacking)))
-    # officially every story of the output folder, whatever the split (bench_run.py)
-    runs = [_images_unit(system, "", list(run.stories), run, media)]
+    pooled = pooled_stories(list(siblings) or [run])
+    ids = [s.id for s in data.stories]
+    # the official CSVs' IS: every timestamp pooled, the dataset's stories of the split; the
+    # run's own images (bench_run.py: every story of its output folder) beside it
+    runs = [_images_unit(system, "", ids, pooled, list(run.stories), run, media)]
     if _is_full_run(data.stories):
         # the official lite CSV's IS is recomputed over the lite stories' images only
-        lite = [sid for sid in run.stories if sid in vistory.LITE_STORY_IDS]
-        runs.append(_images_unit(system, LITE_RUN_UNIT, lite, run, media))
+        lite = [sid for sid in ids if sid in vistory.LITE_STORY_IDS]
+        own = [sid for sid in run.stories if sid in vistory.LITE_STORY_IDS]
+        runs.append(_images_unit(system, LITE_RUN_UNIT, lite, pooled, own, run, media))
     return {"item": items, "group": groups, "run": runs}
+
+
+def pooled_stories(runs: Iterable[layout.OutputRun]) -> dict[str, layout.StoryOutputs]:
+    """The stories of several runs merged by id, a later run's folder replacing an earlier
+    one's (the official reader lets the last timestamp its directory listing returns win; here
+    the runs come oldest first, so the newest wins)."""
+    merged: dict[str, layout.StoryOutputs] = {}
+    for run in runs:
+        merged.update(run.stories)
+    return merged
 
 
 def _is_full_run(stories: Iterable[vistory.Story]) -> bool:
@@ -465,18 +548,35 @@ def _is_full_run(stories: Iterable[vistory.Story]) -> bool:
     return any(lite) and not all(lite)
 
 
+#: the image files the official Inception Score recomputation reads
+IS_EXTENSIONS = (".png", ".jpg", ".jpeg")
+
+
 def _images_unit(
     system: str,
     example_id: str,
     story_ids: Iterable[str],
+    pooled: Mapping[str, layout.StoryOutputs],
+    own_ids: Iterable[str],
     run: layout.OutputRun,
     media: MediaHasher,
 ) -> Unit:
-    """A run-scope unit over the shot images of ``story_ids`` (output folder order); it lacks
-    ``candidate_images`` when they have none."""
-    images = [media(str(p)) for sid in story_ids for p in run.stories[sid].shots.values()]
+    """A run-scope unit: ``candidate_images``, the shot images of ``story_ids`` in the pooled
+    stories (``.png``/``.jpg``/``.jpeg``, sorted by path, as the official recomputation reads
+    them), and ``run_images``, those of ``own_ids`` in this run (output folder order); it lacks
+    ``candidate_images`` when the pool has none."""
+    wanted = set(story_ids)
+    paths = sorted(
+        str(p)
+        for sid, story in pooled.items()
+        if sid in wanted
+        for p in story.shots.values()
+        if p.suffix.lower() in IS_EXTENSIONS
+    )
+    images = [media(p) for p in paths]
+    own = [media(str(p)) for sid in own_ids for p in run.stories[sid].shots.values()]
     missing = frozenset() if images else frozenset({"candidate_images"})
-    return Unit(system, example_id, {"candidate_images": images}, missing)
+    return Unit(system, example_id, {"candidate_images": images, "run_images": own}, missing)
 
 
 def shot_characters(unit: Unit) -> int:
@@ -496,10 +596,11 @@ __all__ = [
     "EvaluationError",
     "LITE_RUN_UNIT",
     "TaskEvaluation",
+    "UNINDEXED",
     "Unit",
+    "run_label",
     "run_units",
     "shot_characters",
     "shot_fields",
-    "system_names",
     "task_evaluation",
 ]

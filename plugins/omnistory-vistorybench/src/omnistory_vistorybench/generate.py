@@ -24,10 +24,13 @@
        stats.json      calls, cache hits, failures, loads per component; missing per category
        manifest.json   task, system, components, dataset fingerprint, seed, layout, config
 
-   ``<method>`` is the system id, ``<mode>`` is ``task.mode`` (``base``), ``<lang>`` the dataset
-   language and the timestamp ``task.run_timestamp``, else the one a previous run of this job
-   directory used, else this job's start time.  ``outputs/`` holds this job's images only: a shot
-   that failed this time, or a story no longer in the split, loses its stale image.
+   ``<method>`` is the system id, ``<mode>`` is ``task.mode`` (``base``) or the mode derived
+   from the settings the command line changed, ``<lang>`` the dataset language and the
+   timestamp ``task.run_timestamp``, else the one a previous run of this job directory used,
+   else this job's start time (claimed, so sibling runs never share one): see
+   :mod:`omnistory_vistorybench.runs`, which also names the job directory, one per run.  The
+   run's folder holds this run's images only: a shot that failed this time, or a story no longer
+   in the split, loses its stale image; nothing outside the run's folder is touched.
 
 A failure of the model on one shot is a record; a component that cannot load stops the job.
 With ``engine.dry_run=true`` the job is planned instead (:mod:`omnistory_vistorybench.dryrun`):
@@ -60,7 +63,7 @@ from omnistory_core.kit.jobs import (
     run_stage,
 )
 from omnistory_vistorybench import dataset as vistory
-from omnistory_vistorybench import layout
+from omnistory_vistorybench import layout, runs
 from omnistory_vistorybench.task import INPUTS, VISTORYBENCH
 
 log = logging.getLogger("omnistory")
@@ -68,7 +71,7 @@ log = logging.getLogger("omnistory")
 #: the dataset configs of this task; the fixture's root may be left unset
 DATASETS: tuple[str, ...] = ("vistory", "vistory_fixture")
 FIXTURE_DATASET = "vistory_fixture"
-DEFAULT_MODE = "base"
+DEFAULT_MODE = runs.DEFAULT_MODE
 OUTPUTS_DIR = "outputs"
 #: groups of the primary config a ViStoryBench job has no stage for
 UNUSED_GROUPS: dict[str, str] = {
@@ -84,6 +87,8 @@ class ShotSystem:
     system_id: str
     image: dict[str, Any]
     planner: dict[str, Any] | None = None
+    #: ``image`` is a backbone's node: it draws the shots (:mod:`omnistory_vistorybench.backbones`)
+    backbone: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,8 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     registry = load_plugins()
     config = plain_config(cfg)
     system = resolve_shot_system(config, registry)
-    mode, fixed_timestamp = run_settings(config)
+    run = runs.identity(config, runs.job_overrides())
+    mode = run_settings(config, run)[0]
     data = load_dataset(config.get("dataset") or {})
     engine = config.get("engine") or {}
     component = build_image_expert(registry, system, config)
@@ -130,10 +136,24 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         from omnistory_vistorybench.dryrun import dry_run
 
         return dry_run(config, system, data, component, planner, output_dir)
+    settings = runs.system_settings(
+        {"planner": planner, "image": component}, int(config.get("seed") or 0)
+    )
+    runs.check_same_run(output_dir, run, settings)
+    # claimed before any call: a fixed timestamp another run holds is refused first
+    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
+    earlier = run.run_timestamp or existing_timestamp(method_root)
+    timestamp = runs.claim_timestamp(
+        output_dir, run, earlier or _format(started), fixed=run.run_timestamp is not None
+    )
     described = component_description(component, registry)
     store = Store(Path(str(engine.get("store") or "outputs/store")).resolve())
     media = MediaHasher()
     pools = shot_pools(data, media)
+    if system.backbone:
+        from omnistory_vistorybench.backbones import page_pools
+
+        pools = page_pools(pools)
     stats: dict[str, ComponentStats] = {}
     plans: dict[int, CallRecord | Failure] = {}
     if planner is not None:
@@ -142,8 +162,10 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     blocked = apply_plans(pools, plans)
     results, image_stats = run_image_stage(component, system, data, store, engine, pools, blocked)
     stats.update(image_stats)
-    method_root = output_dir / OUTPUTS_DIR / system.system_id / mode / data.spec["language"]
-    timestamp = fixed_timestamp or existing_timestamp(method_root) or _format(started)
+    if system.backbone:
+        from omnistory_vistorybench.backbones import shot_images
+
+        results = shot_images(results)
     rows, missing_lines, written = write_job_outputs(
         output_dir, system.system_id, mode, timestamp, data, results, store, plans
     )
@@ -159,7 +181,11 @@ def generate(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         store=store,
         config=config,
         started=started,
+        run={**run.to_dict(), "timestamp": timestamp, "settings": settings},
     )
+    from omnistory_vistorybench.hosted import stage_usage
+
+    manifest["usage"] = {component.kind: stage_usage(results)}
     finish_job(output_dir, rows, missing_lines, written, stats, manifest)
     missing = len(rows) - len(written)
     check_missing({"image": missing}, engine.get("fail_on_missing", False), expected=len(rows))
@@ -185,14 +211,14 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 
 def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     """The image expert this job runs, or a :class:`ConfigError` naming what works instead."""
-    from omnistory_core.kit.jobs import chosen, explicit
+    from omnistory_core.kit.jobs import explicit
+    from omnistory_vistorybench.backbones import backbone_spec
 
     images = ", ".join(registry.names("image")) or "none installed"
-    if chosen(config.get("backbone")):
-        raise ConfigError(
-            f"backbone={config['backbone']['name']}: task vistorybench runs one image expert per"
-            f" shot and no backbone yet; choose image=NAME (installed: {images})"
-        )
+    backbone = backbone_spec(config, registry)
+    if backbone is not None:
+        system_id = str(config.get("system_id") or backbone["name"])
+        return ShotSystem(system_id=system_id, image=backbone, backbone=True)
     for group, why in UNUSED_GROUPS.items():
         node = config.get(group)
         if explicit(node):
@@ -218,34 +244,32 @@ def resolve_shot_system(config: Mapping[str, Any], registry: Any) -> ShotSystem:
     cls = registry.component("image", str(image["name"]))
     unknown = [name for name in cls.reads if name not in INPUTS]
     if unknown:
+        others = [
+            t.name
+            for t in registry.tasks.values()
+            if t.name != VISTORYBENCH.name and set(unknown) <= set(t.inputs)
+        ]
+        hint = f"; task {others[0]} offers them: use it without task=vistorybench" if others else ""
         raise ConfigError(
             f"image={cls.name} reads {unknown}, which task vistorybench does not provide; its"
-            f" inputs are {', '.join(INPUTS)}"
+            f" inputs are {', '.join(INPUTS)}{hint}"
         )
     system_id = str(config.get("system_id") or cls.name)
     return ShotSystem(system_id=system_id, image=dict(image), planner=planner_spec)
 
 
-def run_settings(config: Mapping[str, Any]) -> tuple[str, str | None]:
-    """``task.mode`` (the ``<mode>`` folder) and ``task.run_timestamp`` (or None), checked."""
-    task = config.get("task")
-    node = task if isinstance(task, Mapping) else {}
-    mode = str(node.get("mode") or DEFAULT_MODE)
-    timestamp = node.get("run_timestamp")
+def run_settings(
+    config: Mapping[str, Any], run: runs.RunIdentity | None = None
+) -> tuple[str, str | None]:
+    """The ``<mode>`` folder (``task.mode``, or the mode derived from the settings the command
+    line changed: :mod:`omnistory_vistorybench.runs`) and ``task.run_timestamp`` (or None),
+    checked."""
+    run = run or runs.identity(config, runs.job_overrides())
     try:  # shot_path refuses a folder name the layout cannot hold
-        layout.shot_path(".", "method", mode, "en", "20000101_000000", "01", 1)
+        layout.shot_path(".", "method", run.mode, "en", "20000101_000000", "01", 1)
     except layout.LayoutError as exc:
         raise ConfigError(f"task.mode: {exc}") from None
-    if timestamp in (None, ""):
-        return mode, None
-    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
-        # YAML and Hydra read 20250101_120000 as the integer 20250101120000 (digit separators)
-        digits = str(timestamp)
-        timestamp = f"{digits[:8]}_{digits[8:]}" if len(digits) == 14 else digits
-    timestamp = str(timestamp)
-    if not layout.WRITTEN_TIMESTAMP.match(timestamp):
-        raise ConfigError(f"task.run_timestamp={timestamp!r} is not YYYYMMDD_HHMMSS")
-    return mode, timestamp
+    return run.mode, run.run_timestamp
 
 
 # -- dataset ------------------------------------------------------------------------------------
@@ -321,6 +345,16 @@ def shot_inputs(
         if key in story.characters
     ]
     first = record.reference_images[0] if record.reference_images else None
+    cast = [
+        {
+            "key": character.key,
+            "name": character.name,
+            "tag": character.tag,
+            "description": character.prompt,
+            "images": [_ref_media(media, path) for path in character.images],
+        }
+        for character in story.characters.values()
+    ]
     return {
         "image_prompt": record.prompt,
         "shot_prompt": record.prompt,
@@ -338,6 +372,7 @@ def shot_inputs(
             "story_type": record.story_type,
             "language": record.language,
         },
+        "characters": cast,
     }
 
 
@@ -355,9 +390,22 @@ def project(component: Component, pool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_image_expert(registry: Any, system: ShotSystem, config: Mapping[str, Any]) -> Component:
-    """The image expert, built (parameters checked) but not loaded."""
+    """The image expert, built (parameters checked) but not loaded; a hosted image model in its
+    ViStoryBench form (:mod:`omnistory_vistorybench.hosted`)."""
     from omnistory_core.kit.jobs import build_component
+    from omnistory_vistorybench.hosted import build_hosted, is_hosted
 
+    if system.backbone:
+        return build_component(
+            registry,
+            "backbone",
+            system.image,
+            seed=int(config.get("seed") or 0),
+            allow_oracle=bool(config.get("allow_oracle")),
+        )
+    cls = registry.component("image", str(system.image["name"]))
+    if is_hosted(cls):
+        return build_hosted(cls, system.image, seed=int(config.get("seed") or 0))
     return build_component(
         registry,
         "image",
@@ -617,13 +665,16 @@ def write_job_outputs(
             row.update(status="failure", **failure.to_dict())
             missing.append(f"{record.id}\timage\t{failure.category}\t{failure.describe()}\n")
         rows.append(row)
-    prune_stale(outputs, written)
+    # this run's own folder only: other runs' folders (other modes, languages, timestamps) stay
+    prune_stale(outputs / method / mode / language / timestamp, written)
     return rows, missing, written
 
 
 def prune_stale(outputs: Path, keep: set[Path]) -> None:
-    """Remove from ``outputs/`` every file this job did not write, then the emptied folders: the
-    tree shows this job's images only, as its records and manifest describe them."""
+    """Remove from the run's folder ``outputs`` (``outputs/<method>/<mode>/<lang>/<ts>``) every
+    file this job did not write, then the emptied folders inside it: the run's folder shows this
+    job's images only, as its records and manifest describe them.  Nothing outside it is
+    touched."""
     if not outputs.is_dir():
         return
     stale = [p for p in outputs.rglob("*") if (p.is_file() or p.is_symlink()) and p not in keep]
@@ -660,19 +711,24 @@ def job_manifest(
     store: Store,
     config: Mapping[str, Any],
     started: float,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of one finished job (redacted when written)."""
+    """The manifest of one finished job (redacted when written); ``run``: where the run lies and
+    the settings it was made with (:mod:`omnistory_vistorybench.runs`)."""
     from omnistory_core.kit.jobs import environment_manifest
 
     missing = sum(1 for r in rows if r["status"] != "ok")
+    stages = ["planner", "image"] if planner is not None else ["image"]
+    if system.backbone:
+        stages = ["backbone"]
     return {
         "status": "complete",
         "task": {"name": VISTORYBENCH.name, "version": VISTORYBENCH.version},
         "system_id": system.system_id,
         "oracle": bool(described.get("oracle")) or bool((planner or {}).get("oracle")),
         "paradigm": paradigm(registry, system),
-        "stages": ["planner", "image"] if planner is not None else ["image"],
-        "components": {"planner": planner, "image": described} if planner else {"image": described},
+        "stages": stages,
+        "components": dict(zip(stages, [c for c in (planner, described) if c], strict=True)),
         "dataset": {
             **data.spec,
             "n_examples": len(data.records),
@@ -681,6 +737,7 @@ def job_manifest(
             "fingerprint": data.fingerprint,
         },
         "layout": layout_info,
+        "run": dict(run or {}),
         "seed": int(config.get("seed") or 0),
         "store": str(store.root),
         "n_examples": len(data.records),
@@ -696,8 +753,12 @@ def _is_baseline(registry: Any, system: ShotSystem) -> bool:
 
 
 def paradigm(registry: Any, system: ShotSystem) -> str:
-    """``orchestration`` (a planner writes the image prompts), else ``baseline`` or ``image
-    expert`` by the image expert."""
+    """``orchestration`` (a planner writes the image prompts), a backbone's paradigm, else
+    ``baseline`` or ``image expert`` by the image expert."""
+    if system.backbone:
+        from omnistory_vistorybench.backbones import paradigm_of
+
+        return paradigm_of(registry.component("backbone", str(system.image["name"])))
     if system.planner is not None:
         return "orchestration"
     return "baseline" if _is_baseline(registry, system) else "image expert"

@@ -2,10 +2,14 @@
 
 Registers the task, the image experts (``copy_paste``, the Copy-Paste Baseline; ``first_ref`` and
 ``sequential``, wrappers of an edit model), the five metrics (``cids``, ``csd``, ``prompt_align``,
-``aesthetic``, ``diversity``: the task's ``EVALUATORS``), the ViStory dataset loader (under
+``aesthetic``, ``diversity``: the task's ``EVALUATORS``) and the demo's stand-in judge
+(``prompt_align_standin``), the ViStory dataset loader (under
 ``vistory`` and ``vistory_fixture``, the bundled offline copy) and the config folder holding
 ``task/vistorybench``, ``dataset/vistory*``, ``image/*``, ``system/*`` (``copy_paste``,
-``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``) and ``metric/<name>``.  Each hook
+``planner_flux_dev``, ``kontext_first_ref``, ``story_kontext``, and the hosted image models of the
+published rows: ``nanobanana_pro``, ``nanobanana_flash``, ``seedream4``, ``gpt4o``, ``gemini``),
+``suite/vistorybench_open`` (the open-weight methods' presets, which their own plugins ship) and
+``metric/<name>``.  Each hook
 imports only what it registers; nothing heavy.
 """
 
@@ -51,10 +55,13 @@ def register_image_experts(register: Callable[[type], None]) -> None:
 
 @hookimpl
 def register_metrics(register: Callable[[type], None]) -> None:
+    from omnistory_vistorybench.demo import PromptAlignStandIn
     from omnistory_vistorybench.metrics import metric_classes
 
     for cls in metric_classes():
         register(cls)
+    # the offline demo's local stand-in for the prompt-alignment judge (suite=vistory_demo)
+    register(PromptAlignStandIn)
 
 
 @hookimpl

@@ -10,15 +10,23 @@ absent:
   Inception Score) of the split their ``example_id`` names: ``""`` the whole run, ranked on the
   run's own split, ``"lite"`` its lite stories only (the evaluation scores both for a full run),
   ranked on the lite split.  ``criterion`` is the official story-level key
-  (``cids_self_mean``, ``scene``, ...), ``system`` the job's system id (the official ``<method>``).
+  (``cids_self_mean``, ``scene``, ...), ``system`` the run (``<method>/<mode>/<lang>/<ts>``).
 * ``run_dir``: a sweep directory (its job directories) or one job directory: the manifests give
-  each system's mode, language, timestamp, split and stories, the records and images the strips.
+  each run's mode, language, timestamp, split and stories, the records and images the strips;
+  where no manifest says it (an ``--outputs`` tree), the evaluation's ``systems.json`` does.
 * ``options["bench_results_csv"]``: official ``bench_results*.csv`` files; their runs are ranked
-  beside ours and marked ``published``.
+  beside ours and marked ``published``; ``options["published"]`` (default True): the shipped
+  published tables (:mod:`omnistory_vistorybench.published`) too, once our runs are scored.
+
+The aggregation (story values, run tables, the leaderboards) is
+:mod:`omnistory_vistorybench.aggregation`; each of our rows' ``metric_settings`` comes from
+:mod:`omnistory_vistorybench.comparability`.
 
 What it writes into ``out_dir``::
 
-    leaderboard.csv                 the official leaderboard, every split (official policy)
+    leaderboard.csv                 the official leaderboard, every split (official policy),
+                                    ours among the published with ``source`` and
+                                    ``metric_settings``
     leaderboard_<split>.csv         the same, one split (lite, full)
     leaderboard_valid_only.csv      ours under the valid-only policy (when scores are given)
     leaderboard_zero_filled.csv     ours under the zero-filled policy (when scores are given)
@@ -52,7 +60,7 @@ import logging
 import math
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -61,12 +69,13 @@ from typing import Any
 import pandas as pd
 
 from omnistory_core.api import SCOPES, STATUSES, DatasetError, UserError
+from omnistory_vistorybench import aggregation as agg
 from omnistory_vistorybench import dataset as vistory
 from omnistory_vistorybench import leaderboard as lb
 
 log = logging.getLogger("omnistory")
 
-POLICIES: tuple[str, ...] = ("official", "valid_only", "zero_filled")
+POLICIES: tuple[str, ...] = agg.POLICIES
 #: ``roster`` option: ``official`` ranks the published methods of the official roster only (as
 #: ``summarize_leaderboard.py`` does), ``all`` ranks every published method; ours always rank
 ROSTERS: tuple[str, ...] = ("official", "all")
@@ -76,6 +85,7 @@ OPTIONS: dict[str, Any] = {
     "roster": "official",
     "thumbnail": 320,
     "faithful": True,
+    "published": True,
 }
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -108,14 +118,17 @@ class ScoreLine:
     score: float | None
     status: str
     line: int
+    kind: str = "metric"
 
 
 @dataclass
 class JobRun:
-    """One job directory of the run: its system and where its run lies in the official layout."""
+    """One job directory of the run: where its run lies in the official layout.  ``system`` is
+    the run's label in the scores (``<method>/<mode>/<lang>/<timestamp>``)."""
 
     path: Path
     system: str
+    method: str
     mode: str
     language: str
     timestamp: str
@@ -123,6 +136,12 @@ class JobRun:
     story_ids: list[str] | None
     dataset: Mapping[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
+
+    def info(self) -> agg.RunInfo:
+        ids = tuple(self.story_ids) if self.story_ids is not None else None
+        return agg.RunInfo(
+            self.system, self.method, self.mode, self.language, self.timestamp, self.split, ids
+        )
 
 
 def read_score_lines(path: Path) -> list[ScoreLine]:
@@ -185,12 +204,13 @@ def _score_line(where: str, lineno: int, data: Mapping[str, Any]) -> ScoreLine:
         score=float(score) if status == "ok" and score is not None else None,
         status=status,
         line=lineno,
+        kind=str(data.get("kind", "metric")),
     )
 
 
 def discover_runs(run_dir: Path | None) -> dict[str, JobRun]:
     """The ViStoryBench job directories of ``run_dir`` (itself, else its children holding a
-    ``manifest.json``), by system id; other tasks' jobs are skipped."""
+    ``manifest.json``), by run label; other tasks' jobs are skipped."""
     if run_dir is None:
         return {}
     if (run_dir / MANIFEST).is_file():
@@ -206,7 +226,8 @@ def discover_runs(run_dir: Path | None) -> dict[str, JobRun]:
             continue
         if job.system in runs:
             raise ReportError(
-                f"{path / MANIFEST}: system_id {job.system!r} also used by {runs[job.system].path}"
+                f"{path / MANIFEST}: run {job.system!r} (method/mode/lang/timestamp) is also the"
+                f" run of {runs[job.system].path}"
             )
         runs[job.system] = job
     return runs
@@ -228,12 +249,17 @@ def read_job(path: Path) -> JobRun | None:
     where = manifest.get("layout") or {}
     data = manifest.get("dataset") or {}
     ids = data.get("story_ids")
+    method = str(where.get("method") or system)
+    mode = str(where.get("mode") or DEFAULT_MODE)
+    language = str(where.get("language") or data.get("language") or "en")
+    timestamp = str(where.get("timestamp") or "")
     job = JobRun(
         path=path,
-        system=system,
-        mode=str(where.get("mode") or DEFAULT_MODE),
-        language=str(where.get("language") or data.get("language") or "en"),
-        timestamp=str(where.get("timestamp") or ""),
+        system="/".join((method, mode, language, timestamp)),
+        method=method,
+        mode=mode,
+        language=language,
+        timestamp=timestamp,
         split=str(data.get("split") or "full"),
         story_ids=[str(s) for s in ids] if isinstance(ids, list) else None,
         dataset=data,
@@ -278,196 +304,7 @@ def read_published(paths: Sequence[str | Path]) -> pd.DataFrame | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# scores -> story values -> run tables
-
-
-def story_of(line: ScoreLine) -> str:
-    """The story a row belongs to: a shot id ``"<story>_<NN>"``'s prefix, a group row's id, ``""``
-    for a run row."""
-    if line.scope == "item":
-        story, sep, _ = line.example_id.rpartition("_")
-        return story if sep else line.example_id
-    return line.example_id if line.scope == "group" else ""
-
-
-def split_of(line: ScoreLine) -> str:
-    """The split a run row was computed over: its ``example_id`` (``"lite"``: the run's lite
-    stories; ``""``: the whole run); ``""`` for item and group rows (they belong to every split
-    their story is in)."""
-    return line.example_id if line.scope == "run" else ""
-
-
-def story_values(lines: Sequence[ScoreLine], runs: Mapping[str, JobRun]) -> pd.DataFrame:
-    """One row per (system, story, metric): the story's value under the official/valid-only
-    reading (``valid``, the mean of its ``ok`` shots) and the zero-filled one (``zero``, every
-    shot without a value counting 0), with the status each reading gives the story.  Run rows
-    pass through with an empty ``story_id``.  A group row is the story's value; item rows of the
-    same (system, story, metric) are then not averaged (the story value wins).  ``split`` (the last
-    column) is a run row's ``example_id``, the split it was computed over (``""``: the whole run;
-    and on every story row)."""
-    items: dict[tuple[str, str, str, str], list[ScoreLine]] = {}
-    direct: dict[tuple[str, str, str, str], ScoreLine] = {}
-    for line in lines:
-        key = (line.system, story_of(line), line.metric, split_of(line))
-        if line.scope == "item":
-            items.setdefault(key, []).append(line)
-        else:
-            direct[key] = line
-    records = []
-    for key, line in direct.items():
-        records.append(_story_record(key, line.score, line.status, line.score, line.status))
-    for key, shots in items.items():
-        if key in direct:
-            continue
-        records.append(_story_record(key, *_shot_aggregate(shots)))
-    frame = pd.DataFrame(
-        records,
-        columns=[
-            "method",
-            "story_id",
-            "metric",
-            "valid",
-            "valid_status",
-            "zero",
-            "zero_status",
-            "n_shots",
-            "split",
-        ],
-    )
-    keys = [_run_keys(runs.get(m), m) for m in frame["method"]]
-    frame.insert(1, "mode", [k[0] for k in keys])
-    frame.insert(2, "language", [k[1] for k in keys])
-    frame.insert(3, "timestamp", [k[2] for k in keys])
-    return frame
-
-
-def _run_keys(run: JobRun | None, system: str) -> tuple[str, str, str]:
-    if run is None:
-        return DEFAULT_MODE, "en", ""
-    return run.mode, run.language, run.timestamp
-
-
-def _story_record(
-    key: tuple[str, str, str, str],
-    valid: float | None,
-    valid_status: str,
-    zero: float | None,
-    zero_status: str,
-    n_shots: int = 0,
-) -> dict[str, Any]:
-    return {
-        "method": key[0],
-        "story_id": key[1],
-        "metric": key[2],
-        "valid": math.nan if valid is None else valid,
-        "valid_status": valid_status,
-        "zero": math.nan if zero is None else zero,
-        "zero_status": zero_status,
-        "n_shots": n_shots,
-        "split": key[3],
-    }
-
-
-def _shot_aggregate(shots: Sequence[ScoreLine]) -> tuple[float | None, str, float | None, str, int]:
-    """A story's value from its shots, as the official per-story mean: (valid, its status, zero,
-    its status, number of shots).  ``error`` shots are left out of both means."""
-    ok = [s.score for s in shots if s.status == "ok" and s.score is not None]
-    unscored = [s.status for s in shots if s.status in ("missing_output", "invalid")]
-    counted = len(ok) + len(unscored)
-    if ok:
-        valid, valid_status = sum(ok) / len(ok), "ok"
-    elif unscored:
-        valid = None
-        valid_status = "missing_output" if "missing_output" in unscored else "invalid"
-    else:
-        valid, valid_status = None, "error"
-    if counted:
-        zero, zero_status = sum(ok) / counted, "ok"
-    else:
-        zero, zero_status = None, "error"
-    return valid, valid_status, zero, zero_status, len(shots)
-
-
-def run_splits(run: JobRun | None) -> dict[str, list[str] | None]:
-    """The splits a run is ranked on and their stories: its own split and, for a full run, the
-    lite stories it holds."""
-    if run is None:
-        return {lb.DEFAULT_SPLIT: None}
-    splits: dict[str, list[str] | None] = {run.split: run.story_ids}
-    if run.split == "full" and run.story_ids is not None:
-        lite = [s for s in run.story_ids if s in vistory.LITE_STORY_IDS]
-        if lite:
-            splits["lite"] = lite
-    return splits
-
-
-def our_run_tables(
-    values: pd.DataFrame, runs: Mapping[str, JobRun], notes: list[str] | None = None
-) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    """Per policy, our run table (what :func:`leaderboard.official_leaderboard` ranks); and the
-    long means table (per run, split and metric: the three policies and the counts).  Each split
-    of a run reads the run rows computed over it (:func:`split_run_rows`); ``notes`` collects
-    where a split took the whole run's value instead."""
-    tables: dict[str, list[pd.DataFrame]] = {p: [] for p in POLICIES}
-    means: list[pd.DataFrame] = []
-    for method, part in values.groupby("method", sort=False):
-        run = runs.get(str(method))
-        splits = run_splits(run)
-        own = run.split if run is not None else lb.DEFAULT_SPLIT
-        part = split_run_rows(part, splits, own, notes)
-        valid = _long(part, "valid")
-        zero = _long(part, "zero")
-        for policy in POLICIES:
-            source = zero if policy == "zero_filled" else valid
-            tables[policy].append(lb.run_means(source, splits=splits, policy=policy))
-        for split, ids in splits.items():
-            base = lb.story_means(valid, ids, split=split)
-            filled = lb.story_means(zero, ids, split=split)
-            base["zero_filled"] = filled["zero_filled"].to_numpy()
-            base.insert(0, "split", split)
-            means.append(base)
-    out = {
-        p: pd.concat(t, ignore_index=True) if t else pd.DataFrame(columns=list(lb.KEY_COLUMNS))
-        for p, t in tables.items()
-    }
-    long = pd.concat(means, ignore_index=True) if means else pd.DataFrame()
-    return out, long
-
-
-def split_run_rows(
-    values: pd.DataFrame,
-    splits: Iterable[str],
-    own: str,
-    notes: list[str] | None = None,
-) -> pd.DataFrame:
-    """One system's story values with each run row labelled by the split it is ranked on (the
-    long frame's ``split`` column, see :mod:`.leaderboard`): per split and metric the run row
-    computed over that split, else the whole run's (``split`` ``""``), so that a split sees one
-    run row per metric.  Story rows keep ``""`` (every split); run rows of a split the run is
-    not ranked on are dropped.  A split other than ``own`` (the run's own split: the whole run's
-    value is its value) that takes the whole run's value adds a line to ``notes``."""
-    is_run = values["story_id"] == ""
-    whole = values[is_run & (values["split"] == "")]
-    parts = [values[~is_run]]
-    for split in splits:
-        computed = values[is_run & (values["split"] == split)]
-        fallback = whole[~whole["metric"].isin(set(computed["metric"]))]
-        if split != own and len(fallback) and notes is not None:
-            notes.append(
-                f"{values['method'].iloc[0]}: {', '.join(fallback['metric'])} on split {split} is"
-                f" the whole run's value (the scores have no run row {split!r}; evaluate the run"
-                " again to compute it over that split)"
-            )
-        parts.extend([computed.assign(split=split), fallback.assign(split=split)])
-    return pd.concat(parts, ignore_index=True)
-
-
-def _long(values: pd.DataFrame, reading: str) -> pd.DataFrame:
-    columns = ["method", "mode", "language", "timestamp", "story_id", "split", "metric"]
-    frame = values[columns].copy()
-    frame["value"] = values[reading].to_numpy()
-    frame["status"] = values[f"{reading}_status"].to_numpy()
-    return frame
+# failures
 
 
 def failure_counts(lines: Sequence[ScoreLine]) -> pd.DataFrame:
@@ -490,73 +327,6 @@ def failure_counts(lines: Sequence[ScoreLine]) -> pd.DataFrame:
     ]
     columns = ["system", "evaluator", "metric", "scope", *STATUSES, "failed"]
     return pd.DataFrame(rows, columns=columns)
-
-
-# ----------------------------------------------------------------------------------------------
-# the leaderboards
-
-
-def _roster(option: str, published: pd.DataFrame | None, ours: Iterable[str]) -> dict[str, str]:
-    """method -> group label of every method to rank (ours always, labelled ``""`` unless the
-    official roster names them)."""
-    ranked: dict[str, str] = {}
-    if published is not None:
-        for method in dict.fromkeys(published["method"]):
-            if option == "all" or method in lb.OFFICIAL_GROUPS:
-                ranked[method] = lb.OFFICIAL_GROUPS.get(method, "")
-    for method in ours:
-        ranked[method] = lb.OFFICIAL_GROUPS.get(method, "")
-    return ranked
-
-
-def rename_ours(table: pd.DataFrame, ranked: Iterable[str]) -> dict[str, str]:
-    """Our system -> the method name it ranks under: ``"<system> (ours)"`` when a ranked
-    published method has the same name (their means would otherwise be averaged together)."""
-    names = set(ranked)
-    return {m: f"{m} ({OURS})" if m in names else m for m in dict.fromkeys(table["method"])}
-
-
-def leaderboards(
-    ours: Mapping[str, pd.DataFrame] | None,
-    published: pd.DataFrame | None,
-    roster: str,
-    faithful: bool,
-) -> dict[str, pd.DataFrame]:
-    """Per policy, the official leaderboard of our runs and the published ones together.  With
-    both present a ``source`` column says which rows are ``published`` and which ``ours``.  The
-    published numbers are the official policy's; they sit unchanged beside ours under each."""
-    policies = POLICIES if ours is not None else ("official",)
-    boards: dict[str, pd.DataFrame] = {}
-    for policy in policies:
-        parts = []
-        our_names: set[str] = set()
-        ranked_published = _roster(roster, published, ())
-        if ours is not None and not ours[policy].empty:
-            mine = ours[policy].copy()
-            names = rename_ours(mine, ranked_published)
-            mine["method"] = mine["method"].map(names)
-            our_names = set(names.values())
-            parts.append(mine)
-        if published is not None:
-            parts.append(published)
-        table = (
-            pd.concat(parts, ignore_index=True)
-            if parts
-            else pd.DataFrame(columns=list(lb.KEY_COLUMNS))
-        )
-        groups = _roster(roster, published, our_names)
-        board = lb.official_leaderboard(table, groups=groups, faithful=faithful)
-        if ours is not None and published is not None:
-            board["source"] = [OURS if m in our_names else PUBLISHED for m in board["model"]]
-        boards[policy] = board
-    return boards
-
-
-def left_out(published: pd.DataFrame | None, roster: str) -> list[str]:
-    """The published methods the official roster does not rank (``roster=official``)."""
-    if published is None or roster == "all":
-        return []
-    return sorted({m for m in published["method"] if m not in lb.OFFICIAL_GROUPS})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -591,13 +361,25 @@ def build_report(
             "nothing to report: give --scores, --run-dir or --bench-results-csv"
             + (f" ({scores_path} does not exist)" if scores_path else "")
         )
+    if opts["published"] and lines:
+        # where our methods land among the published ones (the shipped official tables)
+        from omnistory_vistorybench.published import published_runs
+
+        shipped = published_runs()
+        published = shipped if published is None else pd.concat([published, shipped])
     out.mkdir(parents=True, exist_ok=True)
     ours, means, values = None, pd.DataFrame(), None
     split_notes: list[str] = []
+    folders = [p for p in (scores_path.parent if scores_path else None, run_dir) if p]
+    infos: dict[str, agg.RunInfo] = {}
     if lines:
-        values = story_values(lines, runs)
-        ours, means = our_run_tables(values, runs, split_notes)
-    boards = leaderboards(ours, published, opts["roster"], bool(opts["faithful"]))
+        recorded = agg.recorded_systems(*(Path(f) for f in folders))
+        infos = agg.run_infos([line.system for line in lines], recorded, runs)
+        values = agg.story_values(lines, infos)
+        ours, means = agg.our_run_tables(values, infos, split_notes)
+    boards, renamed = agg.leaderboards(ours, published, opts["roster"], bool(opts["faithful"]))
+    if lines:
+        settings_column(boards, infos, renamed, lines, [Path(f) for f in folders])
     _write_tables(out, boards, ours, published, means, values, lines)
     if opts["html"]:
         # a rebuild must not show an earlier build's images
@@ -610,13 +392,50 @@ def build_report(
             scores_path=scores_path,
             scored=bool(lines),
             published=published is not None,
-            left_out=left_out(published, opts["roster"]),
+            left_out=agg.left_out(published, opts["roster"]),
             thumbnail=int(opts["thumbnail"]),
             run_dir=Path(run_dir) if run_dir is not None else None,
             split_notes=split_notes,
         )
         (out / "index.html").write_text(render(page), encoding="utf-8")
     return out
+
+
+def settings_column(
+    boards: Mapping[str, pd.DataFrame],
+    infos: Mapping[str, agg.RunInfo],
+    renamed: Mapping[str, str],
+    lines: Sequence[ScoreLine],
+    folders: Sequence[Path],
+) -> None:
+    """Add ``metric_settings`` to every board: for each of our rows, whether its runs were
+    scored with the official metric settings (:mod:`omnistory_vistorybench.comparability`);
+    ``published`` for the published rows."""
+    from omnistory_vistorybench import comparability as cmp
+
+    evaluators = cmp.read_evaluators(*folders)
+    defaults = cmp.declared_defaults()
+    used: dict[str, set[str]] = {}
+    for line in lines:
+        if line.status == "ok":
+            used.setdefault(line.system, set()).add(f"{line.kind}/{line.evaluator}")
+    ours = set(renamed.values()) or {i.method for i in infos.values()}
+    for board in boards.values():
+        column = []
+        for row in board.to_dict("records"):
+            name = str(row["model"])
+            if name not in ours:
+                column.append(cmp.PUBLISHED)
+                continue
+            systems = [
+                s
+                for s, i in infos.items()
+                if renamed.get(i.method, i.method) == name
+                and i.mode == row["mode"]
+                and row["split"] in agg.run_splits(i)
+            ]
+            column.append(cmp.settings_of(systems, used, evaluators, defaults))
+        board["metric_settings"] = column
 
 
 def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -753,13 +572,14 @@ def _leaderboard_section(page: Page) -> str:
             '<p class="note">Rows marked published are the official numbers of the bench_results'
             " CSV; they are the same under every policy, ranked together with ours.</p>"
         )
-    if page.scored and any(len(run_splits(run)) > 1 for run in page.runs.values()):
+    if page.scored and any(len(agg.run_splits(run.info())) > 1 for run in page.runs.values()):
         parts.append(
             '<p class="note">A full run is also ranked on its lite stories; its run-level values'
             " there (the Inception Score) are computed over its lite images, as the official"
             " recomputes them per split.</p>"
         )
     parts.extend(f'<p class="note split-fallback">{escape(note)}</p>' for note in page.split_notes)
+    parts.extend(_board_notes(page))
     for policy, board in page.boards.items():
         parts.append(f"<h3>{escape(_POLICY_TITLES[policy])}</h3>")
         if board.empty:
@@ -774,6 +594,31 @@ def _leaderboard_section(page: Page) -> str:
     return "".join(parts)
 
 
+def _board_notes(page: Page) -> list[str]:
+    """What the page says about the boards: categories nobody scored, the metric settings."""
+    out = []
+    board = page.boards.get("official")
+    if board is not None and not board.empty:
+        for split, categories in agg.not_scored(board).items():
+            names = ", ".join(lb.CATEGORY_HEADERS[c].removesuffix("_rank") for c in categories)
+            out.append(
+                f'<p class="note not-scored">split {escape(split)}: {escape(names)} not scored'
+                " by any system: every row ties there (the official ranks it so), so its rank"
+                " is not shown; the overall rank still counts it as the official does.</p>"
+            )
+        if "metric_settings" in board.columns and page.scored:
+            out.append(
+                '<p class="note">metric_settings: "official settings" when all five evaluators'
+                " scored the row's runs with the official settings (checkpoints by name, judge"
+                ' gpt-4.1, parameters at the official values); "not comparable" says what'
+                " differs (stand-ins, another judge or checkpoint, an evaluator not run)."
+                " Checkpoints are recognised by name; their fingerprints are in"
+                " evaluators.json. The ports' documented departures (README, Fidelity) apply"
+                " to every row of ours.</p>"
+            )
+    return out
+
+
 def _no_scores_note(page: Page) -> str:
     run = page.run_dir if page.run_dir is not None else Path("RUN_DIR")
     where = page.scores_path if page.scores_path is not None else run / "scores.jsonl"
@@ -785,14 +630,18 @@ def _no_scores_note(page: Page) -> str:
     )
 
 
+_TEXT_COLUMNS = ("Method", "model", "mode", "model_key", "source", "metric_settings")
+
+
 def _board_table(board: pd.DataFrame, policy: str, split: str) -> str:
     columns = [str(c) for c in board.columns if c != "split"]
     head = "".join(
         f'<th class="l">{escape(c)}</th>'
-        if c in ("Method", "model", "mode", "model_key", "source")
-        else f"<th>{escape(lb.DISPLAY_NAMES.get(c) or c)}</th>"
+        if c in _TEXT_COLUMNS
+        else f'<th title="{escape(c)}">{escape(agg.PAPER_NAMES.get(c) or c)}</th>'
         for c in columns
     )
+    ranks = set(lb.CATEGORY_HEADERS.values())
     rows = []
     for record in board[columns].to_dict("records"):
         source = record.get("source", "")
@@ -801,9 +650,11 @@ def _board_table(board: pd.DataFrame, policy: str, split: str) -> str:
         for c in columns:
             value = record[c]
             text = escape(_fmt(value))
+            if c in ranks and text == "—":
+                text = '<span class="not-scored">not scored</span>'
             if c == "model" and source == PUBLISHED:
                 text += f'<span class="badge">{PUBLISHED}</span>'
-            align = ' class="l"' if c in ("Method", "model", "mode", "model_key", "source") else ""
+            align = ' class="l"' if c in _TEXT_COLUMNS else ""
             cells.append(f"<td{align}>{text}</td>")
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return (
@@ -817,7 +668,7 @@ def _left(text: bool) -> str:
 
 
 def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1000 else f"{value:.1f}"
@@ -1034,8 +885,7 @@ __all__ = [
     "build_report",
     "discover_runs",
     "failure_counts",
-    "leaderboards",
     "read_published",
     "read_score_lines",
-    "story_values",
+    "settings_column",
 ]

@@ -18,6 +18,9 @@ generate`, which writes the official method-output layout.  The inputs a generat
                     reference image as a ``Media`` (``[]`` when no character is onstage)
 ``shot``            the shot's text fields: ``story_id, index, plot, scene, camera, script,
                     character_keys, character_names, story_type, language``
+``characters``      every character the story defines, in ``story.json`` order, onstage or not:
+                    ``{key, name, tag, description, images}`` (``description`` the character's
+                    prompt in the loaded language); for methods that read the whole cast
 ==================  ===========================================================================
 
 ViStoryBench has no gold image, so there are no ``reference_inputs``.
@@ -31,7 +34,14 @@ from typing import Any
 from omnistory_core.api import Aggregation, Column, OutputSlot, PaperTable, Scope, Task, Track
 
 #: the names a generation component of this task may declare in ``reads``
-INPUTS: tuple[str, ...] = ("image_prompt", "shot_prompt", "current_image", "character_refs", "shot")
+INPUTS: tuple[str, ...] = (
+    "image_prompt",
+    "shot_prompt",
+    "current_image",
+    "character_refs",
+    "shot",
+    "characters",
+)
 
 #: track -> its criteria, as the metrics report them (the official story-level keys)
 TRACKS: dict[str, tuple[str, ...]] = {
@@ -108,6 +118,18 @@ def _evaluation(job_dirs: Any, config: Any) -> Any:
     return task_evaluation(job_dirs, config)
 
 
+def _job_name(cfg: Any) -> str:
+    from omnistory_vistorybench.runs import job_name
+
+    return job_name(cfg)
+
+
+def _export(run_dir: Any, out_dir: Any, options: Any = None) -> Any:
+    from omnistory_vistorybench.export import export_runs
+
+    return export_runs(run_dir, out_dir, options or {})
+
+
 def _report(out_dir: Any, **kwargs: Any) -> Any:
     from omnistory_vistorybench.report import build_report
 
@@ -121,7 +143,7 @@ VISTORYBENCH = Task(
         "ViStoryBench: visualize a story shot by shot, one image per shot, consistent with the"
         " characters' reference images"
     ),
-    datasets=("vistory",),
+    datasets=("vistory", "vistory_fixture"),
     record="omnistory_vistorybench.dataset.ShotRecord",
     inputs=INPUTS,
     reference_inputs=(),
@@ -131,6 +153,7 @@ VISTORYBENCH = Task(
         "image expert per shot",
         "planner -> image expert per shot",
         "story-level image expert (one call per story, each shot conditioned on the previous)",
+        "backbone that makes images, each shot given as a page",
     ),
     tracks=tuple(Track(name, criteria) for name, criteria in TRACKS.items()),
     evaluators=EVALUATORS,
@@ -144,6 +167,8 @@ VISTORYBENCH = Task(
     generate=_generate,
     evaluation=_evaluation,
     report=_report,
+    job_name=_job_name,
+    export=_export,
 )
 
 __all__ = ["COLUMNS", "EVALUATORS", "INPUTS", "LAYOUT", "TRACKS", "VISTORYBENCH"]

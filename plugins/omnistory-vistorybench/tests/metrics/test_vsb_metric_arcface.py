@@ -232,7 +232,13 @@ def test_the_official_trio_names_the_missing_weights(glintr):
     # ArcFace found, AdaFace not: the error names the next parameter to set
     with pytest.raises(ComponentError, match="adaface_weights="):
         build_face_mix({"arcface_weights": str(glintr)}, "cpu")
-    alone = build_arcface({"face_models": ["facenet"], "arcface_weights": str(glintr)}, "cpu")
+    # the official alignment needs SCRFD beside glintr100.onnx (or scrfd_weights=)
+    with pytest.raises(ComponentError, match="SCRFD .*scrfd_weights="):
+        build_arcface({"arcface_weights": str(glintr)}, "cpu")
+    whole = {"face_alignment": "whole_crop"}
+    alone = build_arcface(
+        {**whole, "face_models": ["facenet"], "arcface_weights": str(glintr)}, "cpu"
+    )
     assert list(alone.embedders) == ["arcface"]  # the arcface encoder ignores face_models
 
 
@@ -258,7 +264,10 @@ def pretrain(tmp_path_factory) -> Path:
 
 
 def weights(root: Path) -> dict[str, str]:
+    """The three face models' files, embedding whole crops (``face_alignment: whole_crop``;
+    the detectors of the official alignment are checked in test_vsb_metric_face_detect.py)."""
     return {
+        "face_alignment": "whole_crop",
         "arcface_weights": str(root / ARCFACE_FILE),
         "adaface_weights": str(root / ADAFACE_FILE),
         "facenet_weights": str(root / FACENET_FILE),

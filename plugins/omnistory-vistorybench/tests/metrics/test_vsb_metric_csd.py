@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vsb_metric_images import noise, write_image
+from vsb_metric_images import noise, require_torchvision, write_image
 
 from omnistory_core.api import ComponentError
 
@@ -83,10 +83,8 @@ def test_preprocess_bicubic_antialiased_clip_normalised(encoder):
 
 
 def test_preprocess_matches_torchvision_when_importable(encoder):
-    try:
-        import torchvision.transforms.v2 as T
-    except Exception:  # absent, or its CUDA wheel next to a CPU-only torch
-        pytest.skip("torchvision cannot be imported here")
+    require_torchvision()
+    import torchvision.transforms.v2 as T
     from PIL import Image
 
     image = Image.fromarray(noise(60, 80, seed=3))

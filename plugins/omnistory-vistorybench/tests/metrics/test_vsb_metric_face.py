@@ -146,28 +146,33 @@ def test_weights_that_do_not_fit_or_are_missing(pretrain, tmp_path):
 
 
 class Fixed:
-    """A face model stand-in whose features are given per image size (dependencies of
-    FaceMixEncoder, which is the unit under test here)."""
+    """A face model stand-in whose features are given per face colour (the BGR of its first
+    pixel; dependencies of FaceMixEncoder, which is the unit under test here)."""
 
-    def __init__(self, rows: dict[tuple[int, int], list[float]]):
+    size = 112
+
+    def __init__(self, rows: dict[tuple[int, int, int], list[float]]):
         self.rows = rows
 
-    def embed(self, images: Any) -> np.ndarray:
-        out = np.array([self.rows[im.size] for im in images], dtype=np.float64)
+    def embed_faces(self, bgr: np.ndarray) -> np.ndarray:
+        out = np.array([self.rows[tuple(int(v) for v in face[0, 0])] for face in bgr], float)
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
     def unload(self) -> None:
         pass
 
 
+RED_BGR, BLUE_BGR = (0, 0, 255), (255, 0, 0)
+
+
 def test_face_mix_averages_the_models_in_common():
     from PIL import Image
 
-    a, b = Image.new("RGB", (10, 10)), Image.new("RGB", (20, 10))
+    a, b = Image.new("RGB", (10, 10), (255, 0, 0)), Image.new("RGB", (20, 10), (0, 0, 255))
     mix = FaceMixEncoder(
         {
-            "adaface": Fixed({(10, 10): [1, 0], (20, 10): [0, 1]}),
-            "facenet": Fixed({(10, 10): [1, 0], (20, 10): [1, 1]}),
+            "adaface": Fixed({RED_BGR: [1, 0], BLUE_BGR: [0, 1]}),
+            "facenet": Fixed({RED_BGR: [1, 0], BLUE_BGR: [1, 1]}),
         }
     )
     assert isinstance(mix, Encoder)
@@ -188,6 +193,38 @@ def test_face_mix_averages_the_models_in_common():
         FaceMixEncoder({})
 
 
+class FindsRed:
+    """An aligner that finds a face only in a red crop (the whole crop, resized)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def faces(self, images: Any, size: int) -> list[Any]:
+        self.calls += 1
+        return [f if tuple(f[0, 0]) == RED_BGR else None for f in face_pixels(images, size)]
+
+
+def test_a_crop_without_any_models_face_is_dropped():
+    from PIL import Image
+
+    red, blue = Image.new("RGB", (8, 8), (255, 0, 0)), Image.new("RGB", (9, 9), (0, 0, 255))
+    finder = FindsRed()
+    rows = {RED_BGR: [1, 0], BLUE_BGR: [0, 1]}
+    mix = FaceMixEncoder(
+        {"adaface": Fixed(rows), "facenet": Fixed(rows)},
+        {"adaface": finder, "facenet": finder},
+    )
+    encoded = mix.encode([blue, red, blue])
+    assert encoded.indices == [1] and set(encoded.features[0]) == {"adaface", "facenet"}
+    assert finder.calls == 1  # models sharing a face finder share its detections
+    # one model finds the face, the other embeds the whole crop: every crop stays, the blue
+    # ones with the whole-crop model's feature only
+    partial = FaceMixEncoder({"adaface": Fixed(rows), "facenet": Fixed(rows)}, {"adaface": finder})
+    encoded = partial.encode([blue, red])
+    assert encoded.indices == [0, 1]
+    assert set(encoded.features[0]) == {"facenet"} and len(encoded.features[1]) == 2
+
+
 def test_build_face_mix_from_parameters(pretrain):
     # the official trio, ArcFace first: a skipped error naming its weights parameter
     with pytest.raises(ComponentError, match="skipped: the arcface face model .*arcface_weights="):
@@ -199,10 +236,12 @@ def test_build_face_mix_from_parameters(pretrain):
     with pytest.raises(ComponentError, match="adaface_weights="):
         build_face_mix({"face_models": ["adaface"]}, "cpu")
     assert face_model_names(" adaface, facenet ") == ["adaface", "facenet"]
-    mix = build_face_mix(
-        {"face_models": "facenet", "facenet_weights": str(pretrain / FACENET_FILE)}, "cpu"
-    )
-    assert list(mix.embedders) == ["facenet"]
+    facenet = {"face_models": "facenet", "facenet_weights": str(pretrain / FACENET_FILE)}
+    # the official alignment needs facexlib's RetinaFace; whole crops need nothing more
+    with pytest.raises(ComponentError, match="retinaface_weights="):
+        build_face_mix(facenet, "cpu")
+    mix = build_face_mix({**facenet, "face_alignment": "whole_crop"}, "cpu")
+    assert list(mix.embedders) == ["facenet"] and not mix.aligners
 
 
 class WholeImage:
@@ -238,6 +277,7 @@ def test_cids_scores_realistic_humans_with_face_mix(pretrain, tmp_path, monkeypa
         object_encoder="unused",  # the only character is a realistic human
         face_models="facenet",  # a comma-separated string, as from the command line
         facenet_weights=str(pretrain / FACENET_FILE),
+        face_alignment="whole_crop",  # crops embedded whole (the option)
         device="cpu",
     )
     metric.load()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vsb_metric_images import media_of, noise
+from vsb_metric_images import media_of, noise, require_torchvision
 
 from omnistory_core.api import ComponentError
 
@@ -66,8 +66,8 @@ def test_network_is_torchvisions(classifier, checkpoint):
 
 
 def test_same_network_as_torchvision_when_importable(classifier, checkpoint):
-    if not torchvision_available():
-        pytest.skip("torchvision cannot be imported here")
+    require_torchvision()
+    assert torchvision_available()
     from torchvision.models import inception_v3
 
     reference = inception_v3(
@@ -93,8 +93,7 @@ def test_preprocessing_resizes_the_short_side_and_crops_the_centre():
 
 
 def test_preprocessing_matches_torchvision_when_importable():
-    if not torchvision_available():
-        pytest.skip("torchvision cannot be imported here")
+    require_torchvision()
     from PIL import Image
     from torchvision import transforms
 

@@ -10,6 +10,26 @@ import numpy as np
 
 from omnistory_core.api import Media
 
+#: set (scripts/test.sh does, in the environment that has a torchvision matching its torch):
+#: the checks against torchvision fail instead of skipping when it cannot be imported
+REQUIRE_TORCHVISION = "OMNISTORY_REQUIRE_TORCHVISION"
+
+
+def require_torchvision() -> None:
+    """Skip (or, with ``$OMNISTORY_REQUIRE_TORCHVISION`` set, fail) unless torchvision imports
+    here: absent, or its CUDA wheel beside a CPU-only torch (its C++ ops then fail to load)."""
+    import os
+
+    import pytest
+
+    try:
+        import torchvision.transforms  # noqa: F401  # pyright: ignore[reportMissingImports]
+    except Exception as exc:
+        why = f"torchvision cannot be imported here: {type(exc).__name__}: {exc}"
+        if os.environ.get(REQUIRE_TORCHVISION):
+            pytest.fail(f"{why} (${REQUIRE_TORCHVISION} is set)")
+        pytest.skip(why)
+
 
 def media_of(path: Path) -> Media:
     return Media(str(path), hashlib.sha256(path.read_bytes()).hexdigest())

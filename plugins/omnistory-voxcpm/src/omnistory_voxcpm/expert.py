@@ -59,7 +59,13 @@ class VoxCPMTTS(TTSExpert):
     )
 
     parameters = (
-        Param("model", str, "openbmb/VoxCPM2", "hub id or local directory (config.json + weights)"),
+        Param(
+            "model",
+            str,
+            "openbmb/VoxCPM2",
+            "hub id or local directory (config.json + weights)",
+            weights=True,
+        ),
         Param("device", str, "auto", "auto (cuda, mps, cpu) | cpu | cuda[:N]", runtime=True),
         Param("optimize", bool, True, "torch.compile on CUDA (ignored elsewhere)", runtime=True),
         Param("cfg_value", float, 2.0, "guidance scale (official value)", gt=0),

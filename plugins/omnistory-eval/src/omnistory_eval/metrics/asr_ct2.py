@@ -58,7 +58,16 @@ class FasterWhisperWordTimestamps:
         self._model: Any = None
 
     def load(self) -> None:
+        import logging
+
         from faster_whisper import WhisperModel
+
+        from omnistory_core.engine.failures import verbose
+
+        if not verbose():
+            # two INFO lines per clip ("Processing audio", "Detected language") drown the run's
+            # own log; --verbose keeps them
+            logging.getLogger("faster_whisper").setLevel(logging.WARNING)
 
         from omnistory_eval.metrics.assemble import WHISPER_BASE, provide
 

@@ -58,7 +58,9 @@ class CLIPMetric(Metric):
     default_batch_size = 32
     description = "CLIP ViT-B/32 image-image cosine similarity (transformers CLIPModel)"
     parameters = (
-        Param("model", str, PAPER_MODEL, "CLIP checkpoint: hub id or local directory"),
+        Param(
+            "model", str, PAPER_MODEL, "CLIP checkpoint: hub id or local directory", weights=True
+        ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param(
             "cache_size",

@@ -233,8 +233,12 @@ class SpeechMetaMetric(Metric):
     default_batch_size = 16
     description = "speech metadata accuracy: Whisper/pyin/audeering/3-model emotion ensemble"
     parameters = (
-        Param("whisper_model", str, WHISPER_MODEL, "ASR with word timestamps (speed)"),
-        Param("gender_model", str, GENDER_MODEL, "age/gender classifier (3.0 s windows)"),
+        Param(
+            "whisper_model", str, WHISPER_MODEL, "ASR with word timestamps (speed)", weights=True
+        ),
+        Param(
+            "gender_model", str, GENDER_MODEL, "age/gender classifier (3.0 s windows)", weights=True
+        ),
         Param(
             "emotion_models",
             dict,

@@ -28,10 +28,16 @@ Failure policy as ``speech_meta``: a model failing on one clip makes that criter
 ``invalid``; a reference without the scored labels is a ``ValueError`` naming the field.
 
 **A clip with no speech is not judged** (``require_speech``, on by default; a departure from
-``speech_meta``, which labels any audio): when the ASR hears no word in it, no field is matched
-and the row is ``invalid`` (0 when zero-filled).  Pitch and gender of a beep or of silence would
-otherwise be classified arbitrarily and give credit by chance: measured on ``suite=demo_real``,
-the noop system's 0.25 s tone scored 1/3 on pitch and 2/3 on gender without this rule.
+``speech_meta``, which labels any audio): before any model judges a field, a voice-activity model
+decides whether the clip holds speech (:mod:`~omnistory_eval.metrics.speech_presence`: Silero VAD
+with a fixed threshold, the same decision on every CPU).  A clip without speech gets the paper's
+treatment of an unusable output: no field is matched, the row is ``invalid`` (left out of the
+valid-only mean, 0 when zero-filled), and its detail says why (``no_speech``, with the window
+counts under ``speech_presence``).  Pitch and gender of a beep or of silence would otherwise be
+classified arbitrarily and give credit by chance: the noop system's 0.25 s tone scored 1/3 on
+pitch and 2/3 on gender without such a rule.  Version 2 asked the ASR instead (a clip in which
+Whisper heard no word was not judged); what Whisper hallucinates on a tone depends on the CPU's
+instruction set, so on another machine the tone was judged again.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from omnistory_eval.metrics.speech_meta import (
     target_labels,
     verdict,
 )
+from omnistory_eval.metrics.speech_presence import SileroSpeechPresence, SpeechPresence
 from omnistory_eval.speech_analysis import Thresholds
 
 SCORED = ("speed", "pitch", "gender")
@@ -84,7 +91,8 @@ class SpeechMetaRealMetric(Metric):
     """
 
     name = "speech_meta_fw_pya"
-    version = "2"  # 2: a clip without a recognised word is invalid (require_speech)
+    # 2: a clip without a recognised word was invalid; 3: a voice-activity model decides instead
+    version = "3"
     track = "speech"
     criteria = SCORED
     reads = ("candidate_speech", "reference_speech")
@@ -136,8 +144,23 @@ class SpeechMetaRealMetric(Metric):
             "require_speech",
             bool,
             True,
-            "a clip in which the ASR hears no word is invalid (no field judged); false: label"
-            " any audio, as speech_meta does",
+            "a clip in which the voice-activity model finds no speech is invalid (no field"
+            " judged); false: label any audio, as speech_meta does",
+        ),
+        Param(
+            "vad_threshold",
+            float,
+            0.5,
+            "Silero VAD speech probability a 32 ms window must reach to count as speech",
+            ge=0.0,
+            le=1.0,
+        ),
+        Param(
+            "vad_min_speech_s",
+            float,
+            0.25,
+            "seconds of speech windows a clip needs to hold speech",
+            ge=0.0,
         ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("asr_cpu_threads", int, 0, "CTranslate2 threads; 0: its default", runtime=True, ge=0),
@@ -149,6 +172,7 @@ class SpeechMetaRealMetric(Metric):
         self.thresholds = Thresholds.from_json(calibration) if calibration else Thresholds()
         self._asr: FasterWhisperWordTimestamps | None = None
         self._gender: PyAudioAnalysisGender | None = None
+        self._vad: SileroSpeechPresence | None = None
 
     @classmethod
     def checkpoints(cls, params: dict[str, Any]) -> list[str]:
@@ -197,21 +221,36 @@ class SpeechMetaRealMetric(Metric):
             max_new_tokens=p["asr_max_new_tokens"],
         )
         gender = PyAudioAnalysisGender(p["gender_model"])
+        vad = None
+        if p["require_speech"]:
+            vad = SileroSpeechPresence(float(p["vad_threshold"]), float(p["vad_min_speech_s"]))
         try:
             asr.load()
             gender.load()
+            if vad is not None:
+                vad.load()
         except RealModelError as exc:
             raise ComponentError(f"skipped: {exc}") from exc
         except ImportError as exc:
             raise ComponentError(f"skipped: {exc}; {REAL_EXTRA}") from exc
-        self._asr, self._gender = asr, gender
+        self._asr, self._gender, self._vad = asr, gender, vad
 
     def unload(self) -> None:
-        self._asr = self._gender = None
+        self._asr = self._gender = self._vad = None
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[EvalResult | Exception]:
         assert self._asr and self._gender, "load() first"
         results, refs, audio = load_clips(items, scored_labels, SCORED, self._labels)
+        presence: dict[int, SpeechPresence] = {}
+        if self._vad is not None:
+            # decided first: a clip without speech costs no ASR and no classifier call
+            loaded = sorted(audio)
+            found = self._vad.detect([audio[n][0] for n in loaded])
+            presence = dict(zip(loaded, found, strict=True))
+            for n, decided in presence.items():
+                if not decided.speech:
+                    results[n] = self._no_speech(decided)
+                    del audio[n]
         order = sorted(audio)
         full = [audio[n][0] for n in order]  # the untrimmed 16 kHz signal (no ffmpeg)
         trimmed = [audio[n][1] for n in order]
@@ -220,8 +259,24 @@ class SpeechMetaRealMetric(Metric):
         transcripts = _safe(self._asr.transcribe, full)
         genders = _safe(self._gender.predict, paths)
         for k, n in enumerate(order):
-            results[n] = self._score(refs[n], trimmed[k], transcripts[k], genders[k])
+            result = self._score(refs[n], trimmed[k], transcripts[k], genders[k])
+            if n in presence:
+                result.detail["speech_presence"] = presence[n].to_detail()
+            results[n] = result
         return results  # type: ignore[return-value]
+
+    def _no_speech(self, presence: SpeechPresence) -> EvalResult:
+        """A clip without speech: the paper's unusable output, no field judged."""
+        detail: dict[str, Any] = {
+            "no_speech": (
+                f"the voice-activity model found {presence.speech_s} s of speech (less than"
+                f" {presence.min_speech_s} s): not speech, so no field is judged"
+            ),
+            "speech_presence": presence.to_detail(),
+            "predicted": dict.fromkeys(SCORED),
+            **self._labels(),
+        }
+        return EvalResult(scores=dict.fromkeys(SCORED), status="invalid", detail=detail)
 
     def _labels(self) -> dict[str, Any]:
         """What every result carries so a stored row names its models and what it left out."""
@@ -237,13 +292,4 @@ class SpeechMetaRealMetric(Metric):
         predict_voice(predicted, detail, wave, transcript, gender, self.thresholds, self._asr)
         detail["predicted"] = predicted
         detail.update(self._labels())
-        result = verdict(SCORED, ref, predicted, detail, (transcript, gender))
-        if result.status == "ok" and self.params["require_speech"] and _no_words(transcript):
-            detail["no_speech"] = "the ASR heard no word: not speech, so no field is judged"
-            return EvalResult(scores=dict.fromkeys(SCORED), status="invalid", detail=detail)
-        return result
-
-
-def _no_words(transcript: Any) -> bool:
-    """Whether a transcription succeeded and found no word (a failed one proves nothing)."""
-    return not isinstance(transcript, Exception) and not str(transcript.text).strip()
+        return verdict(SCORED, ref, predicted, detail, (transcript, gender))

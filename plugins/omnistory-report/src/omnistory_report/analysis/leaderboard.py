@@ -220,6 +220,14 @@ def leaderboard(cube: ScoreCube) -> pd.DataFrame:
     return sort_leaderboard(frame)
 
 
+def has_paper_scores(lb: pd.DataFrame) -> bool:
+    """Whether any system has a number in any Total Average component (valid-only or
+    zero-filled): a leaderboard of systems whose every score is missing shows nothing but dashes,
+    as after a run scored by stand-in metrics alone."""
+    cols = [c for c in (*COMPONENTS, *(f"{n}_zero" for n in COMPONENTS)) if c in lb.columns]
+    return bool(cols) and bool(lb[cols].notna().to_numpy().any())
+
+
 def component_errors(cube: ScoreCube) -> np.ndarray:
     """(7, S) examples per system whose evaluator could not answer, per Total Average component
     (a judge track counts an example when any of its judges erred on it)."""

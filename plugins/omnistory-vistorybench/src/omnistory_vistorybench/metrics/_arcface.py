@@ -11,9 +11,10 @@ normalisation in the graph: insightface recognises those by a ``Sub``/``_minus``
 module (reading the graph with ``onnx``, as insightface does).  The session asks for the CUDA
 execution provider first and falls back to the CPU one, as the official does.
 
-The face is not detected nor aligned here (no SCRFD ``scrfd_10g_bnkps.onnx``, no 5-landmark
-``norm_crop``): the whole crop is resized to the network's input size, the departure FaceNet and
-AdaFace share (:data:`.math.DEPARTURES`).  onnxruntime and onnx are imported in :meth:`load`.
+The face it embeds comes from the aligner of :mod:`.face`: by default (``face_alignment:
+official``) SCRFD's first face warped onto ArcFace's template (:mod:`._scrfd`), as
+``FaceAnalysis.get`` does; with ``whole_crop`` the crop resized whole to the input size.
+onnxruntime and onnx are imported in :meth:`load`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from omnistory_core.api import ComponentError
-from omnistory_vistorybench.metrics._common import batched, require_file
+from omnistory_vistorybench.metrics._common import require_file
 
 #: the recognition model of the antelopev2 pack (insightface's ``models/antelopev2/``)
-ARCFACE_FILE = "antelopev2/glintr100.onnx"
+ARCFACE_FILE = "insightface/models/antelopev2/glintr100.onnx"
 #: insightface's normalisation of a PyTorch-exported recognition model (glintr100 is one)
 TORCH_MEAN_STD = (127.5, 127.5)
 #: MXNet exports normalise inside the graph: raw pixels go in
@@ -142,14 +143,19 @@ class ArcFaceEmbedder:
         return np.ascontiguousarray(((rgb - self.mean) / self.std).transpose(0, 3, 1, 2))
 
     def embed(self, images: Sequence[Any]) -> np.ndarray:
+        """The crops resized whole to the input size (the ``whole_crop`` alignment)."""
         from omnistory_vistorybench.metrics.face import face_pixels
 
+        return self.embed_faces(face_pixels(images, self.size))
+
+    def embed_faces(self, bgr: np.ndarray) -> np.ndarray:
+        """``(n, d)`` unit rows of ``(n, S, S, 3)`` uint8 BGR faces (aligned, or whole crops)."""
         if self.session is None:
             raise RuntimeError("ArcFaceEmbedder.embed before load()")
         rows = []
-        for chunk in batched(list(images), self.batch_size):
-            blob = self.blob(face_pixels(chunk, self.size))
-            out = self.session.run([self.output_name], {self.input_name: blob})[0]
+        for start in range(0, len(bgr), self.batch_size):
+            chunk = bgr[start : start + self.batch_size]
+            out = self.session.run([self.output_name], {self.input_name: self.blob(chunk)})[0]
             feats = np.asarray(out, dtype=np.float32).reshape(len(chunk), -1)
             # the official compares ArcFace features by cosine: unit rows
             norms = np.linalg.norm(feats, axis=1, keepdims=True)

@@ -32,6 +32,10 @@ STORY_JSON_FIELDS: dict[str, str] = {
     "camera": "Shot Perspective Design",
     "plot": "Plot Correspondence",
 }
+#: the shot field marking a story whose output folder has images but none at a story.json
+#: index: its shots reach the item metrics without an image (``candidate_image`` None), which
+#: score them 0 as the official story mean does (``faithful``), and its group unit is scored
+UNINDEXED = "story_images_unindexed"
 
 
 # -- devices and memory -------------------------------------------------------------------------

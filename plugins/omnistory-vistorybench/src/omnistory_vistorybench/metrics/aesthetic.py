@@ -160,8 +160,16 @@ class AestheticMetric(Metric):
     reads = ("candidate_shots", "story_images")
     description = "aesthetic-predictor-v2.5 (SigLIP so400m + MLP head), mean over the story"
     parameters = (
-        Param("encoder", str, OFFICIAL_ENCODER, "SigLIP checkpoint: hub id or local directory"),
-        Param("head", (str, None), None, f"path of the head weights ({OFFICIAL_HEAD})"),
+        Param(
+            "encoder",
+            str,
+            OFFICIAL_ENCODER,
+            "SigLIP checkpoint: hub id or local directory",
+            weights=True,
+        ),
+        Param(
+            "head", (str, None), None, f"path of the head weights ({OFFICIAL_HEAD})", weights=True
+        ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param(
             "dtype",

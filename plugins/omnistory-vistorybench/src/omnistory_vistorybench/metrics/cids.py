@@ -36,7 +36,8 @@ The detector and the encoders are looked up by name in :data:`DETECTORS` and :da
 * ``arcface`` (the official's single-model alternative): ArcFace's cosine alone.
 
 A story that needs a model that is not available is an ``error`` row (recomputed once it
-exists), never a 0.  :data:`.math.DEPARTURES` lists where these ports differ from the official.
+exists), never a 0.  :mod:`omnistory_vistorybench.fidelity` lists where these ports differ from
+the official, and the options that depart from it.
 """
 
 from __future__ import annotations
@@ -71,8 +72,12 @@ from omnistory_vistorybench.metrics.clip_encoder import (
 from omnistory_vistorybench.metrics.face import (
     ADAFACE_FILE,
     ARCFACE_FILE,
+    FACE_ALIGNMENTS,
     FACENET_FILE,
     OFFICIAL_FACE_MODELS,
+    RETINAFACE_FILE,
+    SCRFD_FILE,
+    scrfd_weights,
 )
 from omnistory_vistorybench.metrics.single_action import (
     ActionShot,
@@ -95,6 +100,8 @@ ACTION = "single_character_action"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 #: the judge's max_tokens (the official's), the dry run's output bound per question
 JUDGE_MAX_TOKENS = 512
+#: CIDS's references: the dataset's (``origin``) or the method's ``chars/`` (``mid-gen``)
+REF_MODES = ("origin", "mid-gen")
 CRITERIA = (
     "cids_cross_mean",
     "cids_self_mean",
@@ -152,6 +159,14 @@ register_encoder("face_mix", _face_mix)
 register_encoder("arcface", _arcface)
 
 
+def judge_name(key: str, info: Mapping[str, Any], faithful: bool = True) -> str:
+    """The character name the single-character judge is told: the English one with
+    ``faithful`` (the official reloads every story in English, so a ``ch`` run's judge reads
+    ``name_en``), else the name in the run's language."""
+    name = info.get("name_en") if faithful else None
+    return str(name or info.get("name") or key)
+
+
 class StoryUnscorable(Exception):
     """The story cannot be scored from its inputs (an ``invalid`` row)."""
 
@@ -185,22 +200,40 @@ class StoryScorer:
         prompt: str = "character",
         faithful: bool = True,
         action: SingleCharacterAction | None = None,
+        ref_mode: str = "origin",
     ):
         self.detector = detector
         self.encoder_for = encoder_for
         self.prompt = prompt
         self.faithful = faithful
+        #: ``origin`` (the dataset's references) or ``mid-gen`` (the method's ``chars/``)
+        self.ref_mode = ref_mode
+        self.generated: list[Any] = []
         #: the single-character-action judge; None: the criterion is not produced
         self.action = action
+
+    def reference_media(self, key: str, info: Mapping[str, Any]) -> list[Any]:
+        """The reference images of one character: the dataset's (``origin``; only ``.jpg``
+        with ``faithful``, sorted), or with ``mid-gen`` the method's own image of it, the
+        first ``chars/`` file whose name before its first dot is the key or contains the
+        character's English name (the official's rule); none: the story is not scorable."""
+        if self.ref_mode == "mid-gen":
+            name = judge_name(key, info, faithful=True)
+            for media in self.generated:
+                stem = os.path.basename(str(media_path(media))).split(".")[0]
+                if stem == key or name in stem:
+                    return [media]
+            raise StoryUnscorable(f"character {key!r}: no image of it among the method's chars/")
+        by_path = {media_path(m): m for m in info.get("refs") or []}
+        paths = vmath.cids_reference_filter([p for p in by_path if p], faithful=self.faithful)
+        return [by_path[p] for p in paths]
 
     def references(self, key: str, info: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
         """(reference features, [primary, mirrored primary] features) of one character."""
         from PIL import ImageOps
 
         encoder = self.encoder_for(str(info.get("tag") or ""))
-        by_path = {media_path(m): m for m in info.get("refs") or []}
-        paths = vmath.cids_reference_filter([p for p in by_path if p], faithful=self.faithful)
-        images = [self._open(by_path[p]) for p in paths]
+        images = [self._open(m) for m in self.reference_media(key, info)]
         crops = []
         for image in images:
             det = self.detector.detect(image, self.prompt)
@@ -227,8 +260,11 @@ class StoryScorer:
     def score(self, item: Mapping[str, Any]) -> EvalResult:
         characters = story_characters(item)
         outputs = candidate_shots(item)
-        if not any(m is not None for m in outputs.values()):
-            return _invalid("no output image for this story")
+        self.generated = list(item.get("character_images") or [])
+        if not any(m is not None for m in outputs.values()) and not self.faithful:
+            # the official scores a story whose folder has images but none at a shot index
+            # (every value 0); the alternative leaves it out
+            return _invalid("no output image at a shot index of this story")
         try:
             refs = {k: self.references(k, info) for k, info in characters.items()}
             matched, occm, shots, actions = self.match_shots(item, characters, refs)
@@ -293,9 +329,12 @@ class StoryScorer:
             detail[index] = self._assign(keys, characters, refs, crops, matched, pairs)
             if pairs is not None and detail[index].get("assigned"):
                 script = shot_text(shot, "script") or ""
-                named = [(k, str(characters[k].get("name") or k), c) for k, c in pairs]
+                named = [(k, self.judge_name(k, characters[k]), c) for k, c in pairs]
                 actions.append(ActionShot(index, script, named))
         return matched, occm, detail, actions
+
+    def judge_name(self, key: str, info: Mapping[str, Any]) -> str:
+        return judge_name(key, info, self.faithful)
 
     def _assign(
         self,
@@ -428,7 +467,8 @@ class CIDSMetric(Metric):
     Reads (group scope), per item::
 
         {"candidate_shots": {shot_index: Media | None, ...},   # story order
-         "characters": {key: {"name": str, "tag": str, "refs": [Media, ...]}, ...},
+         "characters": {key: {"name": str, "name_en": str, "tag": str,
+                              "refs": [Media, ...]}, ...},
          "shots": [{"index": int, "character_key": [key, ...], ...}, ...]}
 
     ``candidate_shots`` holds the listed output of each shot (None: none listed; a Media whose
@@ -458,12 +498,12 @@ class CIDSMetric(Metric):
     """
 
     name = "cids"
-    version = "2"
+    version = "3"
     track = "character"
     criteria = CRITERIA
     scope = "group"
     score_range = (-1.0, 100.0)
-    reads = ("candidate_shots", "characters", "shots")
+    reads = ("candidate_shots", "characters", "shots", "character_images")
     description = "CIDS (detector + encoders + Hungarian matching), OCCM and copy-paste rate"
     parameters = (
         Param("detector", str, "groundingdino", "detector name (see cids.DETECTORS)"),
@@ -472,12 +512,27 @@ class CIDSMetric(Metric):
             (str, None),
             None,
             "groundingdino: HF checkpoint directory or hub id (null: grounding-dino-tiny)",
+            weights=True,
         ),
         Param("box_threshold", float, 0.25, "detector box threshold (the official: 0.25)"),
         Param("text_threshold", float, 0.25, "detector text threshold (the official: 0.25)"),
         Param("prompt", str, "character", "detector prompt (the official: character)"),
+        Param(
+            "ref_mode",
+            str,
+            "origin",
+            "origin: the dataset's reference images | mid-gen: the method's own character"
+            " images (chars/), the paper's Table S8",
+            choices=REF_MODES,
+        ),
         Param("object_encoder", str, "clip", "encoder of non-realistic_human characters"),
-        Param("clip_model", str, OFFICIAL_CLIP, "CLIP checkpoint: hub id or local directory"),
+        Param(
+            "clip_model",
+            str,
+            OFFICIAL_CLIP,
+            "CLIP checkpoint: hub id or local directory",
+            weights=True,
+        ),
         Param("face_encoder", str, "face_mix", "encoder of realistic_human characters"),
         Param(
             "face_models",
@@ -490,9 +545,44 @@ class CIDSMetric(Metric):
             (str, None),
             None,
             f"path of ArcFace's {ARCFACE_FILE} (insightface's antelopev2 pack)",
+            weights=True,
         ),
-        Param("facenet_weights", (str, None), None, f"path of FaceNet's {FACENET_FILE}"),
-        Param("adaface_weights", (str, None), None, f"path of AdaFace's {ADAFACE_FILE}"),
+        Param(
+            "facenet_weights",
+            (str, None),
+            None,
+            f"path of FaceNet's {FACENET_FILE}",
+            weights=True,
+        ),
+        Param(
+            "adaface_weights",
+            (str, None),
+            None,
+            f"path of AdaFace's {ADAFACE_FILE}",
+            weights=True,
+        ),
+        Param(
+            "face_alignment",
+            str,
+            "official",
+            "official: faces found and aligned (SCRFD for ArcFace, RetinaFace for AdaFace and"
+            " FaceNet), face-less crops dropped | whole_crop: every crop embedded whole",
+            choices=FACE_ALIGNMENTS,
+        ),
+        Param(
+            "scrfd_weights",
+            (str, None),
+            None,
+            f"ArcFace's face detector {SCRFD_FILE} (null: beside arcface_weights)",
+            weights=True,
+        ),
+        Param(
+            "retinaface_weights",
+            (str, None),
+            None,
+            f"AdaFace's and FaceNet's face detector, facexlib's {RETINAFACE_FILE}",
+            weights=True,
+        ),
         Param(
             "judge_base_url",
             (str, None),
@@ -560,6 +650,19 @@ class CIDSMetric(Metric):
         return out
 
     # -- the pre-flight --------------------------------------------------------------------
+    def weights_files(self) -> dict[str, str]:
+        """The declared weights files, and SCRFD's default file beside ``arcface_weights``
+        when the official face path finds faces with it."""
+        from omnistory_core.kit.fingerprints import local_weights
+
+        found = super().weights_files()
+        official = str(self.params.get("face_alignment") or "official") == "official"
+        if official and "scrfd_weights" not in found:
+            path = local_weights(scrfd_weights(self.params))
+            if path is not None:
+                found["scrfd_weights"] = str(path)
+        return found
+
     def preflight_needs(self) -> list[dict[str, str]]:
         """What ``evaluate`` checks before scoring anything, from the parameters alone (which
         characters a story holds is unknown here): the detector's and CLIP's checkpoints; the
@@ -592,6 +695,8 @@ class CIDSMetric(Metric):
         else:  # a registered encoder of its own: it says what it lacks when built
             return []
         needs: list[dict[str, str]] = []
+        if str(self.params.get("face_alignment") or "official") == "official":
+            needs.extend(self._detector_needs(models))
         for model in models:
             if model not in FACE_MODELS:
                 continue  # an unknown name: build_face_mix names the known ones per story
@@ -626,6 +731,48 @@ class CIDSMetric(Metric):
                         "check": "package",
                         "target": "onnxruntime",
                         "remedy": "pip install onnxruntime (or onnxruntime-gpu)",
+                    }
+                )
+        return needs
+
+    def _detector_needs(self, models: list[str]) -> list[dict[str, str]]:
+        """The face detectors of the official alignment: SCRFD for ArcFace, RetinaFace for
+        AdaFace and FaceNet (an unset one only warns, like the face weights)."""
+        wanted = []
+        if "arcface" in models:
+            wanted.append(("scrfd_weights", scrfd_weights(self.params), "ArcFace's SCRFD"))
+        if any(m in models for m in ("adaface", "facenet")):
+            value = self.params.get("retinaface_weights")
+            wanted.append(("retinaface_weights", value, "AdaFace's and FaceNet's RetinaFace"))
+        needs: list[dict[str, str]] = []
+        if wanted:  # both alignments warp with OpenCV, as insightface and facexlib do
+            needs.append(
+                {
+                    "check": "package",
+                    "target": "cv2",
+                    "remedy": "pip install opencv-python-headless (the metrics extra has it)",
+                }
+            )
+        for param, value, what in wanted:
+            label = f"metric.{self.name}.{param}"
+            if not value:
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"not set: {what} face detector has no weights",
+                        "remedy": f"--set {label}=PATH, or --set metric.{self.name}"
+                        ".face_alignment=whole_crop (a documented departure)",
+                        "warning": f"stories with {FACE_TAG} characters get 'error' rows",
+                    }
+                )
+            elif not Path(os.path.expanduser(str(value))).exists():
+                needs.append(
+                    {
+                        "check": "config",
+                        "target": label,
+                        "detail": f"{Path(os.path.expanduser(str(value)))} does not exist",
+                        "remedy": f"--set {label}= to {what} weights file",
                     }
                 )
         return needs
@@ -697,10 +844,11 @@ class CIDSMetric(Metric):
         each, else the judge's max_tokens (512).  Unknown rubric: the input is unknown."""
         from omnistory_core.kit.planning.usage import count_tokens
 
+        faithful = bool(self.params.get("faithful", True))
         characters = story_characters(inputs)
         outputs = candidate_shots(inputs)
         questions = [
-            (shot_text(shot, "script") or "", str(characters[k].get("name") or k))
+            (shot_text(shot, "script") or "", judge_name(k, characters[k], faithful))
             for shot in story_shots(inputs)
             if outputs.get(shot_index(shot)) is not None
             for k in shot_character_keys(shot)
@@ -775,6 +923,7 @@ class CIDSMetric(Metric):
             prompt=str(self.params.get("prompt") or "character"),
             faithful=bool(self.params.get("faithful", True)),
             action=self._action,
+            ref_mode=str(self.params.get("ref_mode") or "origin"),
         )
         try:
             return scorer.score(item)

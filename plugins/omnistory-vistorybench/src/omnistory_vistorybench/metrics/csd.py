@@ -179,7 +179,13 @@ class CSDMetric(Metric):
     reads = ("candidate_shots", "story_images", "characters", "shots")
     description = "CSD style similarity: within the story and to the character references"
     parameters = (
-        Param("checkpoint", (str, None), None, f"path of the CSD weights ({OFFICIAL_CHECKPOINT})"),
+        Param(
+            "checkpoint",
+            (str, None),
+            None,
+            f"path of the CSD weights ({OFFICIAL_CHECKPOINT})",
+            weights=True,
+        ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 16, "images per forward pass", runtime=True, ge=1),
         Param("cache_size", int, 4096, "embeddings kept in memory", runtime=True, ge=1),

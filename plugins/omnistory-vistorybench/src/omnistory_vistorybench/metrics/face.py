@@ -27,16 +27,21 @@ AdaFace and FaceNet read the face that facexlib's ``FaceRestoreHelper`` (RetinaF
 A model whose weights parameter is unset or names no file raises a ``skipped:``
 ComponentError naming that parameter, so a story that needs it is an ``error`` row, never a 0.
 
-Documented departure (:data:`.math.DEPARTURES`): neither facexlib's RetinaFace alignment nor
-insightface's SCRFD detection is available, so each crop is embedded whole, resized to 112x112
-(bilinear), by every model, and every crop yields a feature (the official drops crops in which
-no model finds a face).  Numbers therefore differ from the official ones even with the
-official weights.
+Faces, as the official finds them (``face_alignment: official``, the default): ArcFace embeds
+SCRFD's first face aligned onto its 112x112 template (:mod:`._scrfd`: ``scrfd_10g_bnkps.onnx``,
+the threshold stepped 0.45 -> 0.15); AdaFace and FaceNet embed RetinaFace's first face aligned
+as facexlib's ``FaceRestoreHelper(face_size=112)`` does (:mod:`._retinaface`:
+``detection_Resnet50_Final.pth``).  A model that finds no face in a crop has no feature for it,
+and a crop with no model's feature is dropped (:attr:`Encoded.indices` leaves it out), so a
+face-less detector box is invalid in the matching.  ``face_alignment: whole_crop`` (the option
+kept from before the detectors were ported) embeds every crop whole, resized to 112x112
+(bilinear), by every model: every crop is a face.
 No heavy import at module level.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +51,6 @@ import numpy as np
 from omnistory_core.api import ComponentError
 from omnistory_vistorybench.metrics._arcface import ARCFACE_FILE, ArcFaceEmbedder
 from omnistory_vistorybench.metrics._common import (
-    batched,
     release_torch_memory,
     require_file,
     torch_load,
@@ -56,10 +60,17 @@ from omnistory_vistorybench.metrics.clip_encoder import Encoded
 #: the official weight files (under the official ``data/pretrain``)
 FACENET_FILE = "facenet/20180402-114759-vggface2.pt"
 ADAFACE_FILE = "adaface/adaface_ir101_webface12m.ckpt"
+#: the face detectors' files: antelopev2's SCRFD (beside glintr100.onnx) and facexlib's
+#: RetinaFace (``facexlib/weights/`` of the facexlib package, fetched at first use)
+SCRFD_FILE = "scrfd_10g_bnkps.onnx"
+RETINAFACE_FILE = "detection_Resnet50_Final.pth"
 #: the official face_mix members, in the order it computes them
 OFFICIAL_FACE_MODELS = ("arcface", "adaface", "facenet")
 #: FaceRestoreHelper's face_size in the official evaluator
 FACE_SIZE = 112
+#: ``face_alignment``: ``official`` (detect and align, face-less crops dropped) or
+#: ``whole_crop`` (every crop embedded whole)
+FACE_ALIGNMENTS = ("official", "whole_crop")
 
 
 def face_pixels(images: Sequence[Any], size: int = FACE_SIZE) -> np.ndarray:
@@ -76,10 +87,12 @@ def face_pixels(images: Sequence[Any], size: int = FACE_SIZE) -> np.ndarray:
 
 
 class _TorchFaceEmbedder:
-    """Shared batching of the two PyTorch face models: ``embed(images) -> (n, 512)`` float32
-    unit rows."""
+    """Shared batching of the two PyTorch face models: ``embed_faces(bgr) -> (n, 512)``
+    float32 unit rows of ``(n, 112, 112, 3)`` uint8 BGR faces."""
 
     name = ""
+    #: the face size the model reads
+    size = FACE_SIZE
 
     def __init__(self, *, device: str = "cpu", batch_size: int = 16):
         self.device = device
@@ -100,13 +113,17 @@ class _TorchFaceEmbedder:
         raise NotImplementedError
 
     def embed(self, images: Sequence[Any]) -> np.ndarray:
+        """The crops resized whole to 112x112 (the ``whole_crop`` alignment)."""
+        return self.embed_faces(face_pixels(images, self.size))
+
+    def embed_faces(self, bgr: np.ndarray) -> np.ndarray:
         import torch
 
         if self.model is None:
             raise RuntimeError(f"{type(self).__name__}.embed before load()")
         rows = []
-        for chunk in batched(list(images), self.batch_size):
-            batch = self.tensor(face_pixels(chunk)).to(self.device)
+        for start in range(0, len(bgr), self.batch_size):
+            batch = self.tensor(bgr[start : start + self.batch_size]).to(self.device)
             with torch.no_grad():
                 feats = self.forward(batch).float()
             # the official normalises every model's feature again before the cosine
@@ -208,23 +225,98 @@ FACE_MODELS: dict[str, tuple[type[Any], str]] = {
 UNAVAILABLE_FACE_MODELS: dict[str, str] = {}
 
 
-class FaceMixEncoder:
-    """``face_mix``: per crop one feature per model; the similarity of two crops is the mean
-    of the per-model cosines over the models both have (0.0 with none), the official
-    ``ensemble_method: average``.  Features are ``{model name: unit vector}`` dicts."""
+class WholeCrop:
+    """The ``whole_crop`` alignment: every crop resized whole (bilinear) is a face."""
 
-    def __init__(self, embedders: Mapping[str, Any]):
+    def faces(self, images: Sequence[Any], size: int) -> list[Any]:
+        return list(face_pixels(images, size))
+
+
+class ScrfdFaces:
+    """ArcFace's faces: SCRFD's first face (the threshold stepped down until one is found)
+    warped onto ArcFace's template at the recognition model's input size; None: no face."""
+
+    def __init__(self, detector: Any):
+        self.detector = detector
+
+    def faces(self, images: Sequence[Any], size: int) -> list[Any]:
+        from omnistory_vistorybench.metrics._scrfd import norm_crop
+
+        out = []
+        for bgr in _bgr_images(images):
+            landmarks = self.detector.first_face(bgr)
+            out.append(None if landmarks is None else norm_crop(bgr, landmarks, size))
+        return out
+
+    def unload(self) -> None:
+        self.detector.unload()
+
+
+class RetinaFaces:
+    """AdaFace's and FaceNet's faces: RetinaFace's first face, aligned by facexlib's rule at
+    its face size (112, whatever the model); None: no face."""
+
+    def __init__(self, aligner: Any):
+        self.aligner = aligner
+
+    def faces(self, images: Sequence[Any], size: int) -> list[Any]:
+        return [self.aligner.aligned(bgr) for bgr in _bgr_images(images)]
+
+    def unload(self) -> None:
+        self.aligner = None
+        release_torch_memory()
+
+
+def _bgr_images(images: Sequence[Any]) -> list[np.ndarray]:
+    """PIL crops as the official hands them to the face tools: ``cv2.cvtColor(np.array(img),
+    COLOR_RGB2BGR)`` (uint8 BGR)."""
+    return [
+        np.ascontiguousarray(np.asarray(im if im.mode == "RGB" else im.convert("RGB"))[:, :, ::-1])
+        for im in images
+    ]
+
+
+WHOLE_CROP = WholeCrop()
+
+
+class FaceMixEncoder:
+    """``face_mix``: per crop one feature per model that finds a face in it; the similarity of
+    two crops is the mean of the per-model cosines over the models both have (0.0 with none),
+    the official ``ensemble_method: average``.  Features are ``{model name: unit vector}``
+    dicts; a crop without any model's feature is left out of :attr:`Encoded.indices`.
+
+    ``aligners`` maps a model name to what finds and aligns its faces (``faces(images, size)
+    -> [uint8 BGR face or None]``); a model without one embeds whole crops.  Models sharing an
+    aligner share its detections."""
+
+    def __init__(self, embedders: Mapping[str, Any], aligners: Mapping[str, Any] | None = None):
         if not embedders:
             raise ValueError("face_mix needs at least one face model")
         self.embedders = dict(embedders)
+        self.aligners = dict(aligners or {})
 
     def encode(self, images: Sequence[Any]) -> Encoded:
         if not images:
             return Encoded()
-        per_model = {name: e.embed(images) for name, e in self.embedders.items()}
-        feats = [{name: rows[i] for name, rows in per_model.items()} for i in range(len(images))]
-        # without a face detector every crop has every model's feature (see the docstring)
-        return Encoded(list(range(len(images))), feats)
+        found: dict[tuple[int, int], list[Any]] = {}
+        per_model: dict[str, dict[int, np.ndarray]] = {}
+        for name, embedder in self.embedders.items():
+            aligner = self.aligners.get(name, WHOLE_CROP)
+            size = int(getattr(embedder, "size", FACE_SIZE))
+            key = (id(aligner), size)
+            if key not in found:
+                found[key] = aligner.faces(images, size)
+            faces = found[key]
+            idx = [i for i, face in enumerate(faces) if face is not None]
+            rows = embedder.embed_faces(np.stack([faces[i] for i in idx])) if idx else []
+            per_model[name] = dict(zip(idx, rows, strict=True))
+        indices, feats = [], []
+        for i in range(len(images)):
+            feat = {name: rows[i] for name, rows in per_model.items() if i in rows}
+            if feat:  # the official drops a crop in which no model finds a face
+                indices.append(i)
+                feats.append(feat)
+        return Encoded(indices, feats)
 
     def similarity(self, a: Sequence[Any], b: Sequence[Any]) -> np.ndarray:
         out = np.zeros((len(a), len(b)), dtype=np.float64)
@@ -238,6 +330,10 @@ class FaceMixEncoder:
     def unload(self) -> None:
         for embedder in self.embedders.values():
             embedder.unload()
+        for aligner in {id(a): a for a in self.aligners.values()}.values():
+            unload = getattr(aligner, "unload", None)
+            if callable(unload):
+                unload()
 
 
 def face_model_names(value: Any) -> list[str]:
@@ -248,11 +344,19 @@ def face_model_names(value: Any) -> list[str]:
 
 def build_face_mix(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
     """The ``face_mix`` encoder of the metric's parameters: every model of ``face_models``
-    loaded from its weights parameter; one that is unknown, unavailable or lacks its weights
-    raises a ``skipped:`` ComponentError (the stories that need it are ``error`` rows)."""
+    loaded from its weights parameter, with the face finders of ``face_alignment`` (official:
+    SCRFD for ArcFace, RetinaFace for AdaFace and FaceNet); one that is unknown, unavailable or
+    lacks its weights raises a ``skipped:`` ComponentError (the stories that need it are
+    ``error`` rows)."""
     names = face_model_names(params.get("face_models", OFFICIAL_FACE_MODELS))
     if not names:
         raise ComponentError("skipped: face_mix needs at least one of face_models", "model_error")
+    alignment = str(params.get("face_alignment") or "official")
+    if alignment not in FACE_ALIGNMENTS:
+        raise ComponentError(
+            f"skipped: unknown face_alignment {alignment!r}; known: {', '.join(FACE_ALIGNMENTS)}",
+            "model_error",
+        )
     batch = int(params.get("image_batch") or 16)
     embedders: dict[str, Any] = {}
     for name in names:
@@ -270,7 +374,43 @@ def build_face_mix(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
             )
         cls, weights = FACE_MODELS[name]
         embedders[name] = cls(device=device, batch_size=batch).load(params.get(weights))
-    return FaceMixEncoder(embedders)
+    aligners: dict[str, Any] = {}
+    if alignment == "official":
+        aligners = official_aligners(params, list(embedders), device)
+    return FaceMixEncoder(embedders, aligners)
+
+
+def scrfd_weights(params: Mapping[str, Any]) -> str | None:
+    """``scrfd_weights``, else ``scrfd_10g_bnkps.onnx`` beside ``arcface_weights`` (both are
+    files of the antelopev2 pack folder)."""
+    if params.get("scrfd_weights"):
+        return str(params["scrfd_weights"])
+    arcface = params.get("arcface_weights")
+    return str(Path(os.path.expanduser(str(arcface))).parent / SCRFD_FILE) if arcface else None
+
+
+def official_aligners(params: Mapping[str, Any], names: Sequence[str], device: str) -> dict:
+    """The official face finders of the models ``names``: SCRFD for ArcFace, one RetinaFace
+    shared by AdaFace and FaceNet (the official's one ``FaceRestoreHelper``)."""
+    aligners: dict[str, Any] = {}
+    if "arcface" in names:
+        from omnistory_vistorybench.metrics._scrfd import ScrfdDetector
+
+        file = require_file(
+            scrfd_weights(params),
+            "the SCRFD face detector of ArcFace",
+            f"set scrfd_weights= to antelopev2's {SCRFD_FILE} (or face_alignment=whole_crop)",
+        )
+        aligners["arcface"] = ScrfdFaces(ScrfdDetector(device=device).load(file))
+    torch_models = [n for n in names if n in ("adaface", "facenet")]
+    if torch_models:
+        from omnistory_vistorybench.metrics._retinaface import FaceRestoreAligner, load_retinaface
+
+        shared = RetinaFaces(
+            FaceRestoreAligner(load_retinaface(params.get("retinaface_weights"), device))
+        )
+        aligners.update(dict.fromkeys(torch_models, shared))
+    return aligners
 
 
 def build_arcface(params: Mapping[str, Any], device: str) -> FaceMixEncoder:
@@ -286,14 +426,22 @@ __all__ = [
     "AdaFaceEmbedder",
     "FACENET_FILE",
     "FACE_MODELS",
+    "FACE_ALIGNMENTS",
     "FACE_SIZE",
     "FaceMixEncoder",
     "FaceNetEmbedder",
     "OFFICIAL_FACE_MODELS",
+    "RETINAFACE_FILE",
+    "RetinaFaces",
+    "SCRFD_FILE",
+    "ScrfdFaces",
     "UNAVAILABLE_FACE_MODELS",
+    "WholeCrop",
     "adaface_state_dict",
     "build_arcface",
     "build_face_mix",
     "face_model_names",
     "face_pixels",
+    "official_aligners",
+    "scrfd_weights",
 ]

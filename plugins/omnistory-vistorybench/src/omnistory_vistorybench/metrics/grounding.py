@@ -9,8 +9,9 @@ and this project's metrics extra pins transformers 5.  So this detector runs
 ``GroundingDinoForObjectDetection`` + ``AutoProcessor`` from transformers on an HF-format
 checkpoint directory or hub id (``IDEA-Research/grounding-dino-tiny`` is the SwinT-OGC weights
 converted by transformers; ``-base`` the SwinB ones).  It is the same model in another
-implementation, a documented departure (:data:`.math.DEPARTURES`): boxes can differ from the
-official ones in the last float digits, so a box whose score sits at the threshold may flip.
+implementation, a documented departure (:data:`omnistory_vistorybench.fidelity.DEPARTURES`):
+boxes can differ from the official ones in the last float digits, so a box whose score sits at
+the threshold may flip.
 
 What is kept from the official ``predict``:
 

@@ -17,6 +17,7 @@ numpy, step for step what those torchvision transforms do on a PIL image.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,14 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def default_checkpoint() -> str:
-    """Where torch hub stores the official weights (``$TORCH_HOME/hub/checkpoints``)."""
-    import torch
-
-    return str(Path(torch.hub.get_dir()) / "checkpoints" / OFFICIAL_FILE)
+    """Where torch hub stores the official weights (``$TORCH_HOME/hub/checkpoints``; torch's
+    own rule, ``torch.hub.get_dir()``, without importing torch: call keys are computed before
+    any model loads)."""
+    torch_home = os.environ.get("TORCH_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "torch",
+    )
+    return str(Path(os.path.expanduser(torch_home)) / "hub" / "checkpoints" / OFFICIAL_FILE)
 
 
 def torchvision_available() -> bool:
@@ -127,30 +132,38 @@ class InceptionClassifier:
         return np.concatenate(rows, axis=0) if rows else np.zeros((0, 1000), np.float32)
 
 
+#: ``images``: the published tables' pooled split images, or one run's own images
+IMAGE_POOLS = ("pooled", "run")
+
+
 class InceptionScoreMetric(Metric):
     """``diversity``: Inception Score of all of a run's images (one number per run).
 
     Reads (run scope), one item per run::
 
-        {"candidate_images": [Media, ...]}   # every output image of the run (None: skipped)
+        {"candidate_images": [Media, ...],   # the split's images, every timestamp pooled
+         "run_images": [Media, ...]}         # this run's images (its output folder)
 
-    The official evaluator passes every image of every story in the output folder (not filtered
-    by split), so what the list holds is the runner's decision.  No image: 0.0 (faithful) or an
-    ``invalid`` row; an unreadable image makes the run ``invalid`` (the official would fail).
+    ``images`` picks the list: ``pooled`` (the default) is what the published lite and full
+    tables hold, the official ``utils/add_inception_score_to_result_csv.py`` recomputation over
+    every timestamp of the method, mode and language, restricted to the split's stories; ``run``
+    is what the official ``bench_run.py`` summary holds, every image of this run's output folder
+    (not filtered by split).  No image: 0.0 (faithful) or an ``invalid`` row; an unreadable
+    image makes the run ``invalid`` (the official would fail).
 
     Parameters: ``checkpoint`` (the ImageNet state dict; null: torch hub's
     ``checkpoints/inception_v3_google-0cc3c7bd.pth``), ``device``, ``image_batch`` (32, the
     official; results do not depend on it), ``splits`` (1, the official), ``backend`` (auto |
-    torchvision | builtin: the same network), ``faithful``.
+    torchvision | builtin: the same network), ``images`` (pooled | run), ``faithful``.
     """
 
     name = "diversity"
-    version = "1"
+    version = "2"
     track = "diversity"
     criteria = ("inception_score",)
     scope = "run"
     score_range = (0.0, 1000.0)
-    reads = ("candidate_images",)
+    reads = ("candidate_images", "run_images")
     description = "Inception Score (torchvision Inception v3, ImageNet weights, 1 split)"
     parameters = (
         Param(
@@ -158,6 +171,7 @@ class InceptionScoreMetric(Metric):
             (str, None),
             None,
             f"ImageNet state dict (null: torch hub's {OFFICIAL_FILE})",
+            weights=True,
         ),
         Param("device", (str, None), "auto", "auto | cpu | cuda[:N]", runtime=True),
         Param("image_batch", int, 32, "images per forward pass", runtime=True, ge=1),
@@ -170,12 +184,34 @@ class InceptionScoreMetric(Metric):
             runtime=True,
             choices=("auto", "torchvision", "builtin"),
         ),
+        Param(
+            "images",
+            str,
+            "pooled",
+            "pooled: the split's images over every timestamp (the published tables) | run:"
+            " this run's output folder (the official bench_run summary)",
+            choices=IMAGE_POOLS,
+        ),
         Param("faithful", bool, True, "keep the official quirks (see math.FIDELITY)"),
     )
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._classifier: InceptionClassifier | None = None
+        #: image sha256 -> its class probabilities under the loaded network
+        self._probs: dict[str, Any] = {}
+
+    def weights_files(self) -> dict[str, str]:
+        """The ``checkpoint`` file, or torch hub's default one when it is unset: the weights
+        this metric loads, whose content keys its calls."""
+        from omnistory_core.kit.fingerprints import local_weights
+
+        found = super().weights_files()
+        if not self.params.get("checkpoint"):
+            path = local_weights(default_checkpoint())
+            if path is not None:
+                found["checkpoint"] = str(path)
+        return found
 
     def preflight_needs(self) -> list[dict[str, str]]:
         """The ImageNet state dict, checked by ``evaluate`` before scoring anything."""
@@ -192,14 +228,17 @@ class InceptionScoreMetric(Metric):
             device=resolve_device(self.params.get("device")),
             backend=str(self.params.get("backend") or "auto"),
         ).load(path)
+        self._probs = {}
 
     def unload(self) -> None:
         self._classifier = None
+        self._probs = {}
         release_torch_memory()
 
     def score_run(self, item: dict[str, Any]) -> EvalResult:
         faithful = bool(self.params.get("faithful", True))
-        media = [m for m in item.get("candidate_images") or [] if m is not None]
+        pool = "run_images" if self.params.get("images") == "run" else "candidate_images"
+        media = [m for m in item.get(pool) or [] if m is not None]
         if not media:
             if faithful:
                 return EvalResult({"inception_score": 0.0}, detail={"images": 0})
@@ -209,14 +248,22 @@ class InceptionScoreMetric(Metric):
         if self._classifier is None:
             self.load()
         assert self._classifier is not None
-        images, errors = open_all(media)
+        # an image's class probabilities are computed once per load: a full run's lite unit
+        # holds a subset of its whole-run images, and shots often repeat an image
+        fresh = list({m.sha256: m for m in media if m.sha256 not in self._probs}.values())
+        images, errors = open_all(fresh)
         if errors:
             return EvalResult(
                 {"inception_score": None},
                 status="invalid",
                 detail={"error": "; ".join(errors[:20]), "unreadable": len(errors)},
             )
-        probs = self._classifier.probabilities(images, int(self.params.get("image_batch") or 32))
+        if images:
+            rows = self._classifier.probabilities(images, int(self.params.get("image_batch") or 32))
+            self._probs.update(zip((m.sha256 for m in fresh), rows, strict=True))
+        import numpy as np
+
+        probs = np.stack([self._probs[m.sha256] for m in media])
         mean, std = vmath.inception_score(
             probs, int(self.params.get("splits") or 1), faithful=faithful
         )

@@ -11,8 +11,8 @@ so that our numbers match the published ones) and offers the principled alternat
 ``faithful=False``.  :data:`FIDELITY` lists every such switch as ``(metric, quirk, faithful
 behaviour, alternative)``; a metric class passes its own ``faithful`` parameter down.
 
-:data:`DEPARTURES` lists where a model port cannot match the official code at all (no switch:
-what the official runs does not run here), as ``(metric, official, here, why)``.
+:data:`omnistory_vistorybench.fidelity.OPTIONS` and ``DEPARTURES`` list the named options
+and the ports that differ from the official code.
 
 "Undefined" in the alternatives is ``None``: a story-level value left out of later means
 instead of a number that reads like a measurement.
@@ -177,40 +177,19 @@ FIDELITY: tuple[tuple[str, str, str, str], ...] = (
         "0, averaged in",
         "skipped",
     ),
-)
-
-#: (metric, what the official runs, what runs here, why): ports that cannot be exact
-DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
     (
-        "cids (all criteria)",
-        "GroundingDINO SwinT-OGC through groundingdino-py 0.4.0 (groundingdino_swint_ogc.pth,"
-        " BERT bert-base-uncased)",
-        "transformers' GroundingDinoForObjectDetection + AutoProcessor on an HF checkpoint"
-        " (IDEA-Research/grounding-dino-tiny is the same SwinT-OGC weights, converted); same"
-        " caption, resize, normalisation and box filter",
-        "groundingdino-py's BERT wrapper breaks on transformers 5 (get_head_mask,"
-        " IDEA-Research/GroundingDINO#446, #458); float differences can flip a box at the"
-        " 0.25 threshold",
+        "single_character_action",
+        "evaluators reload stories in English: a 'ch' run's judge is told the character's"
+        " English name",
+        "English name (name_en)",
+        "the name in the run's language",
     ),
     (
-        "cids (realistic_human characters)",
-        "ArcFace = insightface FaceAnalysis('antelopev2'): SCRFD (scrfd_10g_bnkps.onnx) finds"
-        " the face, det_thresh stepped 0.45 -> 0.1 by 0.1 until one is found, norm_crop aligns"
-        " it to 112x112 (5 landmarks), glintr100.onnx embeds it; no face: no ArcFace feature",
-        "glintr100.onnx (arcface_weights) run directly with onnxruntime, CUDA execution"
-        " provider first then CPU, with ArcFaceONNX's input (RGB, (x - 127.5) / 127.5, or raw"
-        " pixels for an MXNet export) on the whole detector crop resized to 112x112"
-        " (bilinear); every crop is embedded",
-        "insightface builds C++ from source (no wheel); SCRFD detection and alignment are not"
-        " ported",
-    ),
-    (
-        "cids (realistic_human characters)",
-        "AdaFace and FaceNet embed the face facexlib's RetinaFace finds and aligns to 112x112"
-        " (5 landmarks); crops where no model finds a face are dropped",
-        "the whole detector crop resized to 112x112 (bilinear), in the official channel order"
-        " and scaling; every crop is embedded",
-        "facexlib (RetinaFace ResNet-50, weights fetched at first use) is not available",
+        "cids_cross_mean, cids_self_mean, occm, copy_paste_score, scene, camera, character_action",
+        "a story whose output folder has images but none at a story.json index is scored"
+        " (only a story without any image is skipped): every value 0",
+        "scored 0 (prompt alignment: each shot row 0, so the story mean is 0)",
+        "left out (invalid rows)",
     ),
 )
 
@@ -535,7 +514,6 @@ def single_character_action_story(
 __all__ = [
     "CIDS_DECIMALS",
     "COPY_PASTE_TEMPERATURE",
-    "DEPARTURES",
     "FIDELITY",
     "INVALID_SIMILARITY",
     "OCCM_EPS",

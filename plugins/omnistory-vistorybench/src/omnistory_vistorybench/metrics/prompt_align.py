@@ -57,7 +57,12 @@ from omnistory_core.kit.retry import (
     classify_api_error,
     map_bounded,
 )
-from omnistory_vistorybench.metrics._common import media_exists, media_path, shot_text
+from omnistory_vistorybench.metrics._common import (
+    UNINDEXED,
+    media_exists,
+    media_path,
+    shot_text,
+)
 
 #: the official rubric file of each dimension (in ``bench/prompt_align/user_prompts``)
 RUBRIC_FILES: dict[str, str] = {
@@ -521,6 +526,9 @@ class PromptAlignMetric(Metric):
             media = item.get("candidate_image")
             texts = self._texts(item.get("shot") or {})
             lacking = [d for d, t in texts.items() if t is None]
+            if media is None and (item.get("shot") or {}).get(UNINDEXED):
+                results[i] = self._unindexed()
+                continue
             if media is None or not media_exists(media):
                 results[i] = _row_invalid(f"no output image ({media_path(media)})")
                 continue
@@ -546,6 +554,14 @@ class PromptAlignMetric(Metric):
         for i, per_dim in by_item.items():
             results[i] = self._row(per_dim)
         return [r if r is not None else _row_invalid("not scored") for r in results]
+
+    def _unindexed(self) -> EvalResult:
+        """A shot of a story whose folder has images but none at a story.json index: the
+        official story mean over no scored shot is 0 (``faithful``), else not scored."""
+        reason = "the story's output folder has images, none at a story.json index"
+        if bool(self.params.get("faithful", True)):
+            return EvalResult(dict.fromkeys(CRITERIA, 0.0), detail={"note": f"{reason}: 0"})
+        return _row_invalid(reason)
 
     def _row(self, per_dim: Mapping[str, Verdict]) -> EvalResult:
         faithful = bool(self.params.get("faithful", True))
