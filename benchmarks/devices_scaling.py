@@ -46,7 +46,11 @@ a call by cause: loading, waiting for plans, waiting for a stage barrier, not wo
 work.
 
     python benchmarks/devices_scaling.py [--delay 2.0] [--load-delay 5] [--examples 10]
-        [--devices 1,2,4] [--no-today] [--evaluate] [--timeline [DIR]]
+        [--devices 1,2,4] [--no-today] [--evaluate] [--timeline [DIR]] [OVERRIDE ...]
+
+``OVERRIDE``: config overrides given to every sweep, e.g. ``engine.scheduler=false
+engine.evaluate_sooner=false`` for the figures without the sweep's scheduler (each stage leases
+devices itself, everything is scored after the last job).
 """
 
 from __future__ import annotations
@@ -154,6 +158,7 @@ def measure(
     examples: int,
     warm: bool = True,
     evaluate: bool = False,
+    overrides: tuple[str, ...] = (),
 ) -> dict:
     root = base / f"k{k}{'' if warm else '-today'}"
     root.mkdir()
@@ -168,6 +173,7 @@ def measure(
         "evaluation.report=false",
         f"engine.warm_pool={str(warm).lower()}",
         *(EVALUATION if evaluate else ()),
+        *overrides,
     )
     _run(root, env, *common, "engine.dry_run=true")
     plan = json.loads((root / "out/sweeps/bench/sweep_plan.json").read_text())
@@ -232,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="write per k the devices' timeline (CSV, PNG) to DIR and print idle time by cause",
     )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="config overrides for every sweep (engine.scheduler=false engine.evaluate_sooner=false:"
+        " each stage leasing devices itself, everything scored after the last job)",
+    )
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
     from omnistory_testkit.standins import make_standin_site
@@ -240,10 +252,13 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         site = make_standin_site(base / "site", evaluators=args.evaluate)
         timing = (args.delay, args.load_delay, args.examples)
-        rows = [measure(base, site, k, *timing, evaluate=args.evaluate) for k in ks]
+        extra = tuple(args.overrides)
+        rows = [measure(base, site, k, *timing, evaluate=args.evaluate, overrides=extra) for k in ks]
         today = None
         if not args.no_today:
-            today = measure(base, site, ks[-1], *timing, warm=False, evaluate=args.evaluate)
+            today = measure(
+                base, site, ks[-1], *timing, warm=False, evaluate=args.evaluate, overrides=extra
+            )
     first, last = rows[0], rows[-1]
     print(
         f"8-job grid {' '.join(GRID[1:])}, {args.examples} examples, stand-ins sleeping"
@@ -256,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             " one GPU each, batch_size=1) on the sweep's devices; every figure includes it and"
             " the outputs digest covers scores.jsonl"
         )
+    if extra:
+        print(f"every sweep with {' '.join(extra)}")
     print(
         f"{'k':>3} {'wall s':>8} {'speed-up':>9} {'per k':>6} {'planned':>8} {'calls':>6}"
         f" {'records':>8} {'twice':>6} {'loads':>6} {'pairs':>6}"
