@@ -242,7 +242,7 @@ def read_sweep_progress(sweep_dir: str | Path, expected_jobs: int | None = None)
                 k for k in (names.get(n, n) for n in keys) if k is not None
             )
     for path in sorted(folder.glob("job-*.json")):
-        if path.name.endswith((".plan.json", ".keys.json")):
+        if path.name.endswith((".plan.json", ".keys.json", ".config.json")):
             continue
         try:
             job = json.loads(path.read_text("utf-8"))
