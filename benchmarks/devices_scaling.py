@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "overrides",
         nargs="*",
-        help="config overrides for every sweep (engine.scheduler=false engine.evaluate_sooner=false:"
-        " each stage leasing devices itself, everything scored after the last job)",
+        help="config overrides for every sweep (engine.scheduler=false"
+        " engine.evaluate_sooner=false: each stage leasing devices itself, everything scored after"
+        " the last job)",
     )
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
@@ -253,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         site = make_standin_site(base / "site", evaluators=args.evaluate)
         timing = (args.delay, args.load_delay, args.examples)
         extra = tuple(args.overrides)
-        rows = [measure(base, site, k, *timing, evaluate=args.evaluate, overrides=extra) for k in ks]
+        rows = [
+            measure(base, site, k, *timing, evaluate=args.evaluate, overrides=extra) for k in ks
+        ]
         today = None
         if not args.no_today:
             today = measure(

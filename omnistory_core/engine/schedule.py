@@ -306,7 +306,9 @@ class Scheduler:
         asks = [c.ask for c in self.clients.values() if c.ask is not None]
         if not free or not any(a.wants_more() for a in asks):
             return
-        holders = {d: self.clients[c].ask for d, c in self.holder.items() if self.clients[c].ask}
+        holders = {
+            d: ask for d, c in self.holder.items() if (ask := self.clients[c].ask) is not None
+        }
         for grant in place(free, asks, self._warm(), holders, self._measures(asks), now):
             client = self.clients[grant.ask]
             devices = list(grant.devices)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger("omnistory")
 
@@ -95,7 +96,7 @@ class SweepWatch:
     def keep(self) -> set[str]:
         """The warm-pool specs the evaluation's stream scores with (kept loaded for it)."""
         specs = getattr(self.stream, "specs", None)
-        return set(specs()) if callable(specs) else set()
+        return set(cast(Iterable[str], specs())) if callable(specs) else set()
 
     def job_finished(self, idx: int, job_dir: Path | None) -> None:
         """The launcher's word that job ``idx`` ended (its directory written, or not)."""
@@ -170,16 +171,17 @@ class SweepWatch:
             self._feed(job, plan["candidates"])
         with self._lock:
             finished, self._finished = self._finished, []
-        if self.stream is None:  # not built yet: these jobs are handed over once it is
+        stream = self.stream
+        if stream is None:  # not built yet: these jobs are handed over once it is
             with self._lock:
                 self._finished[:0] = finished
-            finished = []
-        for job_dir in finished:
-            self.stream.job_done(job_dir)
+        else:
+            for job_dir in finished:
+                stream.job_done(job_dir)
         outlook = {key: len(names) for key, names in remaining.items()}
         expected = getattr(self.stream, "expected", None)
         if callable(expected):
-            outlook.update(expected())
+            outlook.update(cast(Mapping[str, int], expected()))
         write_outlook(self.pool, outlook)
 
     def _feed(self, job: _Job, candidates: list[dict[str, Any]]) -> None:

@@ -25,9 +25,12 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omnistory_core.engine.stage import ComponentStats, LazyComponent, StageItem, item_key
+
+if TYPE_CHECKING:
+    from omnistory_core.engine.store import Store
 
 log = logging.getLogger("omnistory")
 
@@ -74,7 +77,8 @@ class _Lane:
         from omnistory_core.engine.stage import run_stage
         from omnistory_eval.runner import ResultStore, _finalize
 
-        store = ResultStore(self.stream.store)
+        # a ResultStore stands in for the Store (get and put filtered, the rest delegated)
+        store = cast("Store", ResultStore(self.stream.store))
         while True:
             with self.stream.cond:
                 while not self.queue and not self.stream.closing:
@@ -147,7 +151,9 @@ class SoonerEvaluation:
         # engine.devices=auto from them (a device runner hides them from its own process)
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         try:
-            self.devices = evaluation_devices(self.sweep_dir, evaluators, self.store.root, engine)
+            self.devices = evaluation_devices(
+                self.sweep_dir, evaluators, self.store.root, dict(engine)
+            )
         finally:
             if visible is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)

@@ -245,9 +245,10 @@ def _outputs(result: Any) -> list[str]:
     return [_content(Media(path="", sha256=hashlib.sha256(data).hexdigest()))]
 
 
-def _plan_fields(plan: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A backbone's plan as the fields an expert reads (its speech fields flattened)."""
-    if not plan:
+def _plan_fields(plan: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    """A backbone's plan as the fields an expert reads (its speech fields flattened; a
+    stand-in's plan is always a dict)."""
+    if not isinstance(plan, dict) or not plan:
         return None
     return {**{k: v for k, v in plan.items() if k != "speech"}, **(plan.get("speech") or {})}
 
