@@ -47,7 +47,7 @@ from omegaconf import DictConfig, open_dict
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OmnistoryLauncher", "parallel_jobs"]
+__all__ = ["OmnistoryLauncher", "parallel_jobs", "spread_order"]
 
 #: per-job payloads and results of a parallel sweep (inside the sweep directory)
 WORK_DIR = ".launcher"
@@ -67,6 +67,24 @@ def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
             raise ValueError(f"hydra.launcher.jobs={jobs!r}: expected null or an integer >= 1")
         return jobs
     return 2 * len(devices) if len(devices) >= 2 else 1
+
+
+def spread_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
+    """The order a parallel sweep's jobs start in with its scheduler: next, the job with the
+    most choices (overrides) that no job started before it has, the first in the sweep's order
+    among equals.  In ``planner=claude,gpt image=kontext,dev`` the second job to start is
+    ``planner=gpt image=dev``: both planners make plans from the start, and every expert has
+    work as soon as the first plans exist (jobs started later find those plans in the store).
+    Jobs keep their numbers, directories and outputs; only when each starts changes."""
+    seen: set[str] = set()
+    left = list(range(len(job_overrides)))
+    order: list[int] = []
+    while left:
+        best = max(left, key=lambda i: (len(set(job_overrides[i]) - seen), -i))
+        order.append(best)
+        left.remove(best)
+        seen |= set(job_overrides[best])
+    return order
 
 
 class OmnistoryLauncher(Launcher):
@@ -426,7 +444,9 @@ class OmnistoryLauncher(Launcher):
         singleton_state = Singleton.get_state()
         # every job process shares the devices through the pool, even a single one
         env = {**os.environ, SHARED_DEVICES_ENV: "1"}
-        queue = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
+        # with the scheduler, the first jobs to start cover as many choices as they can
+        order = spread_order(job_overrides) if self.watch is not None else range(len(job_overrides))
+        queue = deque((initial_job_idx + i, list(job_overrides[i])) for i in order)
         starts: dict[int, int] = {}
         running: dict[int, tuple[subprocess.Popen[Any], list[str]]] = {}
         results: dict[int, JobReturn] = {}

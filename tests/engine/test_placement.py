@@ -2,7 +2,8 @@
 at a time: warm devices first and generation before evaluation there, a first replica where
 little is kept for the loaded models, one more replica only where the remaining work per
 running replica outweighs a load, a stage waiting for its busy warm device unless the wait would
-cost more than a load, tensor-parallel stages gathering their devices."""
+cost more than a load, tensor-parallel stages gathering their devices; and the order a parallel
+sweep's jobs start in (the launcher's ``spread_order``)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,22 @@ def test_no_stage_gets_more_replicas_than_its_calls_keep_busy() -> None:
     one = _ask(1, "image/dev", keys={"a"})
     measures = Measures(call_s={"spec-image/dev": 1.0}, load_s={"image/dev": 0.0})
     assert place(["0", "1", "2"], [one], {}, {}, measures, now=0.0) == [Grant(1, ("0",))]
+
+
+def test_the_jobs_that_start_first_cover_the_sweep_s_choices() -> None:
+    """With the scheduler, a parallel sweep starts next the job with the most choices no job
+    started before it has: both planners of the grid plan from the start."""
+    from itertools import product
+
+    from hydra_plugins.omnistory_launcher.launcher import spread_order
+
+    grid = [
+        [f"planner={p}", f"image={i}", f"tts={t}", "engine.devices=[0,1,2,3]"]
+        for p, i, t in product(("claude", "gpt"), ("kontext", "dev"), ("parler", "voxcpm"))
+    ]
+    order = spread_order(grid)
+    assert order == [0, 7, 1, 2, 3, 4, 5, 6]
+    assert {grid[i][0] for i in order[:2]} == {"planner=claude", "planner=gpt"}
+    # one choice per job: the sweep's order; no job is lost or started twice
+    assert spread_order([["tts=parler"], ["tts=voxcpm"], ["tts=piper"]]) == [0, 1, 2]
+    assert spread_order([["a=1"], ["a=1"]]) == [0, 1]
