@@ -14,8 +14,10 @@ name handed to a worker; nothing needs a real GPU).  For each k, on a fresh outp
    be 0), model loads made and the distinct (component, device) pairs they were made on (equal
    with the warm pool), and a digest of every generated file of every job (must equal k = 1's).
 
-Then the largest k once more without the warm pool (``engine.warm_pool=false``: every job's
-stage starts and loads its own replicas), for the loads that costs (``--no-today`` skips it).
+With the warm pool the sweep's scheduler places every replica (``engine.scheduler``,
+:mod:`omnistory_core.engine.schedule`).  Then the largest k once more without the warm pool
+(``engine.warm_pool=false``: every job's stage starts and loads its own replicas, no scheduler),
+for the loads that costs (``--no-today`` skips it).
 
 Prints one row per k: wall time, speed-up against k = 1 and efficiency (speed-up / k), planned and
 made calls, loads and pairs; and last, exactly one line::
@@ -26,16 +28,29 @@ made calls, loads and pairs; and last, exactly one line::
 pairs it used, calls made twice over every run, outputs equal to k = 1's or not).  The hosted
 planners (gpt, claude) use no GPU: they run in the jobs' own processes.
 
-``--evaluate``: the sweep also scores itself at its end (``evaluation.metrics=[clip]``,
+``--evaluate``: the sweep also scores itself (``evaluation.metrics=[clip]``,
 ``evaluation.judges=[text-qwen3-30b-a3b]``, a metric and a judge that need a GPU, replaced by their
-stand-ins too: ``make_standin_site(..., evaluators=True)``), on the sweep's devices: metric and
-judge stages on replicas, evaluator-major over the sweep.  Their calls and loads count in every
-figure (planned, made, twice, loads, pairs), and the digest covers the scores table too (must
-equal k = 1's).  The stand-in evaluators take one item per chunk (``batch_size=1``): the sweep's
-handful of items per evaluator would otherwise be one chunk, which no number of devices shares.
+stand-ins too: ``make_standin_site(..., evaluators=True)``), on the sweep's devices: the items
+whose outputs are final while generation goes on (``engine.evaluate_sooner``), the rest at its
+end.  Their calls and loads count in every figure (planned, made, twice, loads, pairs), and the
+digest covers the scores table too (must equal k = 1's).  The stand-in evaluators take one item
+per chunk (``batch_size=1``): the sweep's handful of items per evaluator would otherwise be one
+chunk, which no number of devices shares.  The line "evaluation" gives the time from the last
+generation call to the last evaluator call (the evaluation's tail).
+
+``--timeline [DIR]``: where each device's time went, per k (:mod:`timeline`): in ``DIR``
+(default ``devices-timeline``) ``timeline-k<k>.csv`` (per device every load, call and idle gap,
+seconds since the sweep started, an idle gap's cause) and ``timeline-k<k>.png`` (its Gantt chart),
+and printed per k the device-seconds of the sweep (k x wall), those in calls and those without
+a call by cause: loading, waiting for plans, waiting for a stage barrier, not worth a load, no
+work.
 
     python benchmarks/devices_scaling.py [--delay 2.0] [--load-delay 5] [--examples 10]
-        [--devices 1,2,4] [--no-today] [--evaluate]
+        [--devices 1,2,4] [--no-today] [--evaluate] [--timeline [DIR]] [OVERRIDE ...]
+
+``OVERRIDE``: config overrides given to every sweep, e.g. ``engine.scheduler=false
+engine.evaluate_sooner=false`` for the figures without the sweep's scheduler (each stage leases
+devices itself, everything is scored after the last job).
 """
 
 from __future__ import annotations
@@ -50,6 +65,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from timeline import CAUSES, call_seconds, device_spans, seconds_by_cause, write_csv, write_png
 
 GRID = ("-m", "planner=claude,gpt", "image=kontext,dev", "tts=parler,voxcpm")
 METRIC, JUDGE = "clip", "text-qwen3-30b-a3b"
@@ -76,8 +93,9 @@ def _env(root: Path, site: Path, delay: float, load_delay: float) -> dict[str, s
     }
 
 
-def _run(root: Path, env: dict[str, str], *extra: str) -> float:
-    t0 = time.perf_counter()
+def _run(root: Path, env: dict[str, str], *extra: str) -> tuple[float, float]:
+    """Run the sweep; its (start, end) in epoch seconds."""
+    t0 = time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "omnistory_core", *GRID, *extra],
         cwd=root,
@@ -85,12 +103,12 @@ def _run(root: Path, env: dict[str, str], *extra: str) -> float:
         capture_output=True,
         text=True,
     )
-    wall = time.perf_counter() - t0
+    t1 = time.time()
     if proc.returncode != 0:
         sys.exit(
             f"the sweep failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
         )
-    return wall
+    return t0, t1
 
 
 def _outputs(sweep: Path) -> str:
@@ -140,6 +158,7 @@ def measure(
     examples: int,
     warm: bool = True,
     evaluate: bool = False,
+    overrides: tuple[str, ...] = (),
 ) -> dict:
     root = base / f"k{k}{'' if warm else '-today'}"
     root.mkdir()
@@ -154,16 +173,19 @@ def measure(
         "evaluation.report=false",
         f"engine.warm_pool={str(warm).lower()}",
         *(EVALUATION if evaluate else ()),
+        *overrides,
     )
     _run(root, env, *common, "engine.dry_run=true")
     plan = json.loads((root / "out/sweeps/bench/sweep_plan.json").read_text())
-    wall = _run(root, env, *common)
+    t0, t1 = _run(root, env, *common)
     calls = _lines(root / "calls.jsonl")
     made = Counter(c["digest"] for c in calls)
     loads = _lines(root / "loads.jsonl")
     return {
         "k": k,
-        "wall": wall,
+        "warm": warm,
+        "wall": t1 - t0,
+        "spans": device_spans(calls, loads, [str(i) for i in range(k)], t0, t1),
         "planned": plan["total"]["calls"],
         "calls": _calls_made(root / "out/sweeps/bench"),
         "records": len(list((root / "out/store/calls").rglob("*.json"))),
@@ -174,6 +196,25 @@ def measure(
         "evaluator_loads": sum(1 for e in loads if _is_evaluator(e)),
         "outputs": _outputs(root / "out/sweeps/bench"),
     }
+
+
+def _timeline(rows: list[dict], directory: Path, title: str) -> None:
+    """Per k: the CSV and Gantt chart of its devices' time, and device-seconds by cause."""
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"device time (device-seconds; timelines in {directory}):")
+    print(
+        f"{'k':>8} {'k x wall':>9} {'calls':>7} "
+        + " ".join(f"{c:>{max(8, len(c))}}" for c in CAUSES)
+    )
+    for row in rows:
+        name = f"k{row['k']}{'' if row['warm'] else '-today'}"
+        write_csv(directory / f"timeline-{name}.csv", row["spans"])
+        write_png(directory / f"timeline-{name}.png", row["spans"], f"{title}; {name}")
+        causes = seconds_by_cause(row["spans"])
+        print(
+            f"{name:>8} {row['k'] * row['wall']:>9.1f} {call_seconds(row['spans']):>7.1f} "
+            + " ".join(f"{causes[c]:>{max(8, len(c))}.1f}" for c in CAUSES)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,6 +231,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--evaluate", action="store_true", help="the end-of-sweep evaluation too (see the doc)"
     )
+    parser.add_argument(
+        "--timeline",
+        nargs="?",
+        const="devices-timeline",
+        metavar="DIR",
+        help="write per k the devices' timeline (CSV, PNG) to DIR and print idle time by cause",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="config overrides for every sweep (engine.scheduler=false"
+        " engine.evaluate_sooner=false: each stage leasing devices itself, everything scored after"
+        " the last job)",
+    )
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.devices.split(",")]
     from omnistory_testkit.standins import make_standin_site
@@ -198,10 +253,15 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         site = make_standin_site(base / "site", evaluators=args.evaluate)
         timing = (args.delay, args.load_delay, args.examples)
-        rows = [measure(base, site, k, *timing, evaluate=args.evaluate) for k in ks]
+        extra = tuple(args.overrides)
+        rows = [
+            measure(base, site, k, *timing, evaluate=args.evaluate, overrides=extra) for k in ks
+        ]
         today = None
         if not args.no_today:
-            today = measure(base, site, ks[-1], *timing, warm=False, evaluate=args.evaluate)
+            today = measure(
+                base, site, ks[-1], *timing, warm=False, evaluate=args.evaluate, overrides=extra
+            )
     first, last = rows[0], rows[-1]
     print(
         f"8-job grid {' '.join(GRID[1:])}, {args.examples} examples, stand-ins sleeping"
@@ -214,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             " one GPU each, batch_size=1) on the sweep's devices; every figure includes it and"
             " the outputs digest covers scores.jsonl"
         )
+    if extra:
+        print(f"every sweep with {' '.join(extra)}")
     print(
         f"{'k':>3} {'wall s':>8} {'speed-up':>9} {'per k':>6} {'planned':>8} {'calls':>6}"
         f" {'records':>8} {'twice':>6} {'loads':>6} {'pairs':>6}"
@@ -243,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
             f" {today['outputs'] == first['outputs']}"
         )
     everything = [*rows, *([today] if today else [])]
+    if args.timeline:
+        title = (
+            f"{args.examples} examples, {args.delay:g} s per call, {args.load_delay:g} s per load"
+            f"{', with the evaluation' if args.evaluate else ''}"
+        )
+        _timeline(everything, Path(args.timeline), title)
     exact = all(r["planned"] == r["calls"] == r["records"] for r in everything)
     same = all(r["outputs"] == first["outputs"] for r in everything)
     duplicates = sum(r["twice"] for r in everything)

@@ -23,11 +23,14 @@ __all__ = [
 ]
 
 
-def standin_env(root: Path, delay: float, load_s: float | None = None) -> dict[str, str]:
+def standin_env(
+    root: Path, delay: float, load_s: float | None = None, evaluators: bool = False
+) -> dict[str, str]:
     """The environment of a CLI run whose models are the testkit's stand-ins: ``delay`` seconds
     per call, ``load_s`` per model load (None: the stand-ins' default), the call log in
-    ``root/calls.jsonl``, the load log in ``root/loads.jsonl``, device locks under ``root``."""
-    site = make_standin_site(root / "standins")
+    ``root/calls.jsonl``, the load log in ``root/loads.jsonl``, device locks under ``root``;
+    ``evaluators``: metrics and judges are stand-ins too."""
+    site = make_standin_site(root / "standins", evaluators=evaluators)
     env = {
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         "OMNISTORY_STANDIN_DELAY_S": str(delay),

@@ -26,6 +26,7 @@ as with the basic launcher.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,12 @@ from omegaconf import DictConfig, open_dict
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OmnistoryLauncher", "parallel_jobs"]
+__all__ = ["OmnistoryLauncher", "parallel_jobs", "spread_order"]
 
 #: per-job payloads and results of a parallel sweep (inside the sweep directory)
 WORK_DIR = ".launcher"
+#: with the sweep's scheduler, the longest a job's start delays the next one's (seconds)
+PACE_S = 10.0
 
 
 def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
@@ -66,6 +69,24 @@ def parallel_jobs(jobs: int | None, devices: Sequence[str]) -> int:
     return 2 * len(devices) if len(devices) >= 2 else 1
 
 
+def spread_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
+    """The order a parallel sweep's jobs start in with its scheduler: next, the job with the
+    most choices (overrides) that no job started before it has, the first in the sweep's order
+    among equals.  In ``planner=claude,gpt image=kontext,dev`` the second job to start is
+    ``planner=gpt image=dev``: both planners make plans from the start, and every expert has
+    work as soon as the first plans exist (jobs started later find those plans in the store).
+    Jobs keep their numbers, directories and outputs; only when each starts changes."""
+    seen: set[str] = set()
+    left = list(range(len(job_overrides)))
+    order: list[int] = []
+    while left:
+        best = max(left, key=lambda i: (len(set(job_overrides[i]) - seen), -i))
+        order.append(best)
+        left.remove(best)
+        seen |= set(job_overrides[best])
+    return order
+
+
 class OmnistoryLauncher(Launcher):
     def __init__(self, jobs: int | None = None, restarts: int = 1) -> None:
         self.jobs = jobs
@@ -79,6 +100,13 @@ class OmnistoryLauncher(Launcher):
         #: specs it needs (None: not known)
         self.overrides: dict[int, list[str]] = {}
         self.needs: dict[int, set[str] | None] = {}
+        #: per job index: its config and prepared system, as far as prepared (None: it failed)
+        self.prepared: dict[int, tuple[DictConfig, Any] | None] = {}
+        #: the sweep's watch (outlook and evaluate sooner, :mod:`omnistory_core.run.watch`)
+        self.watch: Any = None
+        self._stream_tried = False
+        #: job processes started before their jobs (:mod:`.hosts`)
+        self.hosts: list[subprocess.Popen[bytes]] = []
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -86,6 +114,28 @@ class OmnistoryLauncher(Launcher):
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
+        self.hosts = self._start_hosts()
+
+    def _start_hosts(self) -> list[subprocess.Popen[bytes]]:
+        """With the sweep's scheduler and jobs in parallel processes: the processes of the jobs
+        that start first, booting now, while Hydra checks the sweep's job configs
+        (:mod:`.hosts`)."""
+        from omnistory_core.engine.devices import DeviceError, resolve_devices
+        from omnistory_core.engine.replicas import SHARED_DEVICES_ENV
+
+        assert self.config is not None
+        engine = self.config.engine
+        if _warm_pool() is None or not bool(engine.get("scheduler", True)):
+            return []
+        try:
+            n = parallel_jobs(self.jobs, resolve_devices(engine.get("devices")))
+        except (DeviceError, ValueError):
+            return []
+        if n < 2:
+            return []
+        from hydra_plugins.omnistory_launcher.hosts import start_hosts
+
+        return start_hosts(min(n, os.cpu_count() or 1), {**os.environ, SHARED_DEVICES_ENV: "1"})
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -98,8 +148,11 @@ class OmnistoryLauncher(Launcher):
         except DeviceError:
             devices = []  # every job says why in its job_error.json
         n = parallel_jobs(self.jobs, devices)
+        if n == 1:
+            self._close_hosts()
         job_overrides = self._distinct_system_ids(job_overrides)
         self.needs = self._plan_jobs(job_overrides, initial_job_idx)
+        self.watch = self._start_watch()
         if n == 1:
             return self._in_process(job_overrides, initial_job_idx)
         return self._parallel(job_overrides, initial_job_idx, n, devices)
@@ -162,7 +215,7 @@ class OmnistoryLauncher(Launcher):
         media = MediaHasher()  # each dataset file hashed once for all jobs
         for idx in self.overrides:
             try:
-                config, prepared = self._prepare(idx)
+                config, prepared = self._prepared(idx)
                 planned = plan_for_progress(config, media, prepared)
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
                 log.debug("job #%d not planned for the progress view: %s", idx, exc)
@@ -183,6 +236,94 @@ class OmnistoryLauncher(Launcher):
             del config["hydra"]
         return config, prepare_system(config)
 
+    def _prepared(self, idx: int) -> tuple[DictConfig, Any]:
+        """:meth:`_prepare`, once per job (the progress view, the pool's needs and the watch
+        share it)."""
+        if idx not in self.prepared:
+            try:
+                self.prepared[idx] = self._prepare(idx)
+            except Exception:
+                self.prepared[idx] = None
+                raise
+        found = self.prepared[idx]
+        if found is None:
+            raise RuntimeError(f"job #{idx} could not be prepared")
+        return found
+
+    def _start_watch(self) -> Any:
+        """With the sweep's scheduler: the watch that tells it each component's remaining work
+        and, with ``engine.evaluate_sooner``, hands the evaluation's stream the outputs already
+        final (:mod:`omnistory_core.run.watch`; the stream is attached once the first job runs,
+        :meth:`_attach_stream`)."""
+        pool = _warm_pool()
+        assert self.config is not None
+        if pool is None or not bool(self.config.engine.get("scheduler", True)):
+            return None
+        from omnistory_core.run.watch import SweepWatch
+
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        return SweepWatch(sweep_dir, pool, list(self.overrides)).start()
+
+    def _attach_stream(self) -> None:
+        """Build the evaluation's stream and give it to the watch, once: in this thread (it
+        composes the evaluators' configs, no job for a second thread while jobs launch)."""
+        if self.watch is None or self._stream_tried:
+            return
+        self._stream_tried = True
+        stream = self._stream()
+        if stream is not None:
+            self.watch.attach(stream)
+
+    def _stream(self) -> Any:
+        """The evaluation's stream (evaluate sooner), or None: no evaluation configured, or
+        ``engine.evaluate_sooner=false``, or an evaluation service without one."""
+        from omegaconf import OmegaConf
+
+        from omnistory_core.plugins import load_plugins
+        from omnistory_core.tasks import selected_task
+
+        assert self.config is not None
+        evaluation = OmegaConf.to_container(self.config.evaluation, resolve=True)
+        assert isinstance(evaluation, dict)
+        if not (evaluation.get("metrics") or evaluation.get("judges")):
+            return None
+        if not bool(self.config.engine.get("evaluate_sooner", True)):
+            return None
+        service = load_plugins().evaluation_service()
+        sooner = getattr(service, "sooner", None)
+        if not callable(sooner):
+            return None
+        from omnistory_core.engine.devices import resolve_devices
+
+        # the devices as this process resolved them for the sweep (auto: the ones it sees)
+        engine = {
+            "devices": resolve_devices(self.config.engine.get("devices")),
+            "device_locks": self.config.engine.get("device_locks"),
+        }
+        try:
+            return sooner(
+                Path(str(self.config.hydra.sweep.dir)),
+                evaluation=evaluation,
+                store=Path(str(self.config.engine.store)).resolve(),
+                task=selected_task(self.config).name,
+                engine=engine,
+            )
+        except Exception as exc:  # noqa: BLE001 - the evaluation at the sweep's end says why
+            log.warning("no scoring during generation: %s: %s", type(exc).__name__, exc)
+            return None
+
+    def _finished(self, idx: int, ret: JobReturn | None) -> None:
+        """Tell the watch that job ``idx`` ended (with its directory when it wrote one)."""
+        if self.watch is None:
+            return
+        job_dir = None
+        if ret is not None and ret.status == JobStatus.COMPLETED:
+            # the job's output directory (Hydra's working_dir is it only when jobs chdir)
+            runtime = ret.hydra_cfg.hydra.runtime if ret.hydra_cfg is not None else None
+            found = runtime.output_dir if runtime is not None else ret.working_dir
+            job_dir = Path(str(found)) if found else None
+        self.watch.job_finished(idx, job_dir)
+
     @staticmethod
     def _specs(config: DictConfig, prepared: Any) -> set[str] | None:
         if _warm_pool() is None:
@@ -191,33 +332,57 @@ class OmnistoryLauncher(Launcher):
 
         return pooled_specs(config, prepared)
 
-    def _need(self, idx: int) -> set[str] | None:
-        """The warm-pool specs job ``idx`` needs, learnt once (None: not known, a job whose
-        config does not resolve here; it fails on its own when it runs)."""
+    def _written(self, idx: int) -> dict[str, Any] | None:
+        """The config job ``idx`` wrote when it started (None: not started, or none)."""
+        from omnistory_core.engine.sweep_progress import read_job_config
+
+        assert self.config is not None
+        return read_job_config(str(self.config.hydra.sweep.dir), idx)
+
+    def _need(self, idx: int, compose: bool = True) -> set[str] | None:
+        """The warm-pool specs job ``idx`` needs, learnt once: from the config it wrote when it
+        started, else composed here (None: not known, a job whose config does not resolve
+        here; it fails on its own when it runs; or, with ``compose=False``, a job that has
+        not written its config yet)."""
         if idx not in self.needs:
+            written = self._written(idx)
+            if written is None and not compose:
+                return None
             try:
-                self.needs[idx] = self._specs(*self._prepare(idx))
+                if written is not None:
+                    from omegaconf import OmegaConf
+
+                    from omnistory_core.run.generate import prepare_config
+
+                    prepared = prepare_config(written)
+                    self.needs[idx] = self._specs(OmegaConf.create(written), prepared)
+                else:
+                    self.needs[idx] = self._specs(*self._prepared(idx))
             except Exception as exc:  # noqa: BLE001 - the job itself reports it when it runs
                 log.debug("job #%d: its pooled components are not known: %s", idx, exc)
                 self.needs[idx] = None
         return self.needs[idx]
 
     def _learn_a_need(self) -> None:
-        """Learn one more job's needs (a parallel sweep's idle moments: no job waits for it)."""
+        """Learn one more job's needs (a parallel sweep's idle moments: no job waits for it),
+        from the config a running job wrote: composing one here would hold up the launch."""
         if _warm_pool() is not None:
-            missing = [idx for idx in self.overrides if idx not in self.needs]
-            if missing:
-                self._need(missing[0])
+            for idx in self.overrides:
+                if idx not in self.needs and self._written(idx) is not None:
+                    self._need(idx)
+                    return
 
-    def _release_unneeded(self, remaining: Sequence[int]) -> None:
+    def _release_unneeded(self, remaining: Sequence[int], compose: bool = True) -> None:
         """Shut down the warm pool's models that none of the jobs ``remaining`` (not yet
-        finished) needs; nothing while one of them has needs not known."""
+        finished) needs; nothing while one of them has needs not known (``compose=False``: a
+        job that has not said what it runs is not composed here to learn it)."""
         pool = _warm_pool()
         if pool is None:
             return
-        needed: set[str] = set()
+        # the models the evaluation's stream scores with stay for the evaluation at the end
+        needed: set[str] = self.watch.keep() if self.watch is not None else set()
         for idx in remaining:
-            need = self._need(idx)
+            need = self._need(idx, compose)
             if need is None:
                 return
             needed |= need
@@ -237,7 +402,7 @@ class OmnistoryLauncher(Launcher):
         basic.setup(
             hydra_context=self.hydra_context, task_function=self.task_function, config=self.config
         )
-        if _warm_pool() is None or len(job_overrides) < 2:
+        if _warm_pool() is None or (len(job_overrides) < 2 and self.watch is None):
             return basic.launch(job_overrides, initial_job_idx)
         # one job at a time through the basic launcher, so that between two jobs the pool lets
         # go of the models no later job needs
@@ -245,7 +410,10 @@ class OmnistoryLauncher(Launcher):
         end = initial_job_idx + len(job_overrides)
         for n, overrides in enumerate(job_overrides):
             idx = initial_job_idx + n
-            runs.extend(basic.launch([overrides], idx))
+            done = basic.launch([overrides], idx)
+            runs.extend(done)
+            self._attach_stream()  # between jobs: this thread ran the first one
+            self._finished(idx, done[0] if done else None)
             self._release_unneeded(range(idx + 1, end))
         return runs
 
@@ -276,13 +444,16 @@ class OmnistoryLauncher(Launcher):
         singleton_state = Singleton.get_state()
         # every job process shares the devices through the pool, even a single one
         env = {**os.environ, SHARED_DEVICES_ENV: "1"}
-        queue = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
+        # with the scheduler, the first jobs to start cover as many choices as they can
+        order = spread_order(job_overrides) if self.watch is not None else range(len(job_overrides))
+        queue = deque((initial_job_idx + i, list(job_overrides[i])) for i in order)
         starts: dict[int, int] = {}
         running: dict[int, tuple[subprocess.Popen[Any], list[str]]] = {}
         results: dict[int, JobReturn] = {}
+        spawned: dict[int, float] = {}
         try:
             while queue or running:
-                while queue and len(running) < n:
+                while queue and len(running) < n and not self._starting(running, spawned):
                     idx, overrides = queue.popleft()
                     payload = work / f"job-{idx}.pkl"
                     payload.write_bytes(
@@ -303,18 +474,12 @@ class OmnistoryLauncher(Launcher):
                     starts[idx] = starts.get(idx, 0) + 1
                     if starts[idx] == 1:
                         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-                    console = self._console(work, idx)
-                    try:
-                        proc = subprocess.Popen(
-                            [sys.executable, "-m", __name__, str(payload), str(result)],
-                            env=env,
-                            **console,
-                        )
-                    finally:
-                        if "stdout" in console:
-                            console["stdout"].close()  # the child has its own copy
+                    proc = self._job_process(work, idx, payload, result, env)
                     running[idx] = (proc, overrides)
+                    spawned[idx] = time.time()
                 time.sleep(0.05)
+                if running:
+                    self._attach_stream()
                 self._learn_a_need()
                 for idx, (proc, overrides) in list(running.items()):
                     code = proc.poll()
@@ -339,14 +504,72 @@ class OmnistoryLauncher(Launcher):
                         results[idx] = self._lost(idx, overrides, code, starts[idx])
                     (work / f"job-{idx}.pkl").unlink(missing_ok=True)
                     if idx in results:  # finished: its models may go, if no other job needs them
-                        self._release_unneeded([i for i, _ in queue] + list(running))
+                        self._finished(idx, results[idx])
+                        # (composing a job's config here would hold up the others' launch)
+                        remaining = [i for i, _ in queue] + list(running)
+                        self._release_unneeded(remaining, compose=self.watch is None)
         finally:
+            self._close_hosts()
             for proc, _ in running.values():  # the sweep itself was interrupted
                 proc.terminate()
             for proc, _ in running.values():
                 proc.wait()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return [results[idx] for idx in sorted(results)]
+
+    def _starting(self, running: Mapping[int, Any], spawned: Mapping[int, float]) -> bool:
+        """With the sweep's scheduler, whether as many jobs are starting as the machine has CPU
+        cores (a job starts until its process says it runs: ``.progress/job-N.json``, at most
+        :data:`PACE_S`): the next one waits, so that the first jobs reach their first calls
+        without every other job's start-up competing for the CPU."""
+        if self.watch is None:
+            return False
+        from omnistory_core.engine.sweep_progress import PROGRESS_DIR
+
+        assert self.config is not None
+        progress = Path(str(self.config.hydra.sweep.dir)) / PROGRESS_DIR
+        now = time.time()
+        starting = 0
+        for idx in running:
+            since = spawned.get(idx, 0.0)
+            if now - since >= PACE_S:
+                continue
+            try:
+                said = (progress / f"job-{idx}.json").stat().st_mtime >= since
+            except OSError:
+                said = False
+            starting += not said
+        return starting >= (os.cpu_count() or 1)
+
+    def _job_process(
+        self, work: Path, idx: int, payload: Path, result: Path, env: dict[str, str]
+    ) -> subprocess.Popen[Any]:
+        """Job ``idx``'s process: a host started for it (:mod:`.hosts`), else a fresh one."""
+        from hydra_plugins.omnistory_launcher.hosts import hand_over
+
+        console = self._console(work, idx)
+        log = work / f"job-{idx}.log" if "stdout" in console else None
+        try:
+            while self.hosts:
+                host = self.hosts.pop(0)
+                if hand_over(host, payload, result, log):
+                    return host
+            return subprocess.Popen(
+                [sys.executable, "-m", __name__, str(payload), str(result)], env=env, **console
+            )
+        finally:
+            if "stdout" in console:
+                console["stdout"].close()  # the child has its own copy
+
+    def _close_hosts(self) -> None:
+        """Hosts no job was handed to exit (their stdin closes)."""
+        hosts, self.hosts = self.hosts, []
+        for host in hosts:
+            if host.stdin is not None:
+                with contextlib.suppress(OSError):
+                    host.stdin.close()
+        for host in hosts:
+            host.wait()
 
     def _console(self, work: Path, idx: int) -> dict[str, Any]:
         """Where a job's console output goes: the terminal, unless the sweep's live progress
@@ -464,6 +687,10 @@ def _run_child(payload: Path, result: Path) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv == ["--host"]:
+        from hydra_plugins.omnistory_launcher.hosts import host_main
+
+        return host_main(_run_child)
     return _run_child(Path(argv[0]), Path(argv[1]))
 
 

@@ -86,6 +86,8 @@ LOADS = "loads.jsonl"
 RELEASED = "released.jsonl"
 #: how long a client waits for a server it started to listen (its model load comes after)
 START_TIMEOUT_S = 120.0
+#: how long it waits for a spare that became its server (:mod:`.spares`) to listen
+SPARE_TIMEOUT_S = 30.0
 
 
 def footprint_gb(component: Any) -> float:
@@ -144,6 +146,8 @@ def _servers(pool: Path) -> list[dict[str, Any]]:
             entry = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             continue  # being written: its server is not listening yet
+        if not isinstance(entry, dict) or "spec" not in entry:
+            continue  # the sweep's scheduler or outlook (engine.schedule), not a server
         if _alive(pool, entry["name"]):
             out.append(entry)
         else:
@@ -462,50 +466,61 @@ class PooledComponent(IsolatedComponent):
 
     def _spawn(self) -> dict[str, Any]:
         settings = pool_settings(self.pool_dir)
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        env.pop("OMNISTORY_WORKER_PARENT", None)  # it outlives this process on purpose
-        args = [
-            self.python,
-            "-m",
-            "omnistory_core.engine.pool",
-            "--pool",
-            str(self.pool_dir),
-            "--name",
-            self.server_name,
-            "--spec",
-            self.spec_hash,
-            "--component",
-            self._component.key(),
-            "--devices",
-            ",".join(self.lease_devices),
-            "--footprint",
-            str(footprint_gb(self)),
-            "--owner",
-            str(settings["owner"]),
-            "--idle",
-            str(settings["idle_s"]),
-        ]
+        server = {
+            "pool": str(self.pool_dir),
+            "name": self.server_name,
+            "spec": self.spec_hash,
+            "component": self._component.key(),
+            "devices": ",".join(self.lease_devices),
+            "footprint": str(footprint_gb(self)),
+            "owner": str(settings["owner"]),
+            "idle": str(settings["idle_s"]),
+        }
         path = self.pool_dir / f"{self.server_name}.json"
         path.unlink(missing_ok=True)  # a killed server's (ours to replace: we hold its devices)
+        self.starts += 1
+        from omnistory_core.engine.spares import claim_spare
+
+        extra = {**self.env, "PYTHONUNBUFFERED": "1"}
+        if claim_spare(self.pool_dir, self.python, server, extra):
+            entry = self._registered(path, None, SPARE_TIMEOUT_S)
+            if entry is not None:
+                return entry
+            path.unlink(missing_ok=True)  # the spare died becoming it: a process of its own
+        env = {**os.environ, **extra}
+        env.pop("OMNISTORY_WORKER_PARENT", None)  # it outlives this process on purpose
+        args = [self.python, "-m", "omnistory_core.engine.pool"]
+        for flag, value in server.items():
+            args += [f"--{flag}", value]
         with open(self.pool_dir / f"{self.server_name}.log", "ab") as logfile:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile, env=env
             )
-        self.starts += 1
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if path.exists():
-                with contextlib.suppress(OSError, ValueError):
-                    # the stale one was removed above: this is the new server's
-                    return dict(json.loads(path.read_text("utf-8")))
-            if proc.poll() is not None:
-                break
-            time.sleep(0.02)
+        entry = self._registered(path, proc, START_TIMEOUT_S)
+        if entry is not None:
+            return entry
         tail = (self.pool_dir / f"{self.server_name}.log").read_text("utf-8", "replace")[-600:]
         raise WorkerDied(
             f"{self._component.key()}: its pool server did not start (exit code"
             f" {proc.poll()}); log: {tail}"
         )
+
+    @staticmethod
+    def _registered(
+        path: Path, proc: subprocess.Popen[bytes] | None, timeout_s: float
+    ) -> dict[str, Any] | None:
+        """The new server's registration once it listens (None: not within ``timeout_s``, or
+        its process ended)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if path.exists():
+                with contextlib.suppress(OSError, ValueError):
+                    # the stale one was removed before: this is the new server's
+                    return dict(json.loads(path.read_text("utf-8")))
+            if proc is not None and proc.poll() is not None:
+                return None
+            time.sleep(0.02)
+        return None
 
     # -- the transport: the server's socket -------------------------------------------------------
     def _running(self) -> bool:

@@ -24,6 +24,11 @@ sweep's warm pool (:mod:`omnistory_core.engine.pool`): it outlives the stage and
 component is loaded once per device for the whole sweep, and the devices where it is loaded are
 leased first.  Claiming, the retry of a dead replica's chunk and the lease per device are the
 same; a server computing for a job that is killed exits at once instead of dying with it.
+
+With the sweep's scheduler (:mod:`omnistory_core.engine.schedule`, started with the warm pool), a
+stage does not lease devices on its own: it asks the scheduler (a :class:`Ticket`, telling it the
+calls it has not handed out) and starts a replica on each device it is granted, still under the
+device's lock.  If the scheduler is gone, the stage goes on leasing devices itself.
 """
 
 from __future__ import annotations
@@ -49,11 +54,15 @@ from omnistory_core.engine.devices import (
     resolve_devices,
 )
 from omnistory_core.engine.isolation import IsolatedComponent, WorkerDied
+from omnistory_core.engine.schedule import SchedulerGone, Ticket, open_ticket
 from omnistory_core.engine.stage import StageRun
 
 log = logging.getLogger("omnistory")
 
 __all__ = ["SHARED_DEVICES_ENV", "ReplicaRunner", "replica_of", "stage_devices"]
+
+#: how often a stage waiting for devices looks in the store for calls other processes made
+LOOK_S = 0.5
 
 #: set (to 1) by a launcher that runs several jobs at once on this machine: even one device is
 #: then a pool, so that two jobs never load models onto the same GPU at the same time
@@ -180,8 +189,19 @@ class ReplicaRunner:
         self.pool.check(need)  # a model wider than the pool: one clear error, nothing claimed
         replicas: list[_Replica] = []
         errors: list[BaseException] = []
+        ticket = self._ticket(stage, need)
         try:
-            self._fan_out(stage, need, replicas, errors)
+            if ticket is None:
+                self._fan_out(stage, need, replicas, errors)
+            else:
+                try:
+                    self._scheduled(stage, need, ticket, replicas, errors)
+                except SchedulerGone:
+                    log.warning(
+                        "%s: the sweep's scheduler is gone; leasing devices without it",
+                        stage.component.key(),
+                    )
+                    self._fan_out(stage, need, replicas, errors)
             for replica in replicas:
                 assert replica.thread is not None
                 replica.thread.join()
@@ -193,6 +213,8 @@ class ReplicaRunner:
                 if replica.thread is not None and replica.thread.is_alive():
                     replica.thread.join()
                 _close(replica)
+            if ticket is not None:
+                ticket.close()  # after the replicas: their devices were told free first
             self._timing.pop(id(stage), None)
 
     def _fan_out(
@@ -229,23 +251,93 @@ class ReplicaRunner:
                     if stage.unclaimed() <= busy * size:
                         lease.release()
                         continue
-                    replica = self._replica(stage.component, lease)
-                    replica.thread = threading.Thread(
-                        target=self._work,
-                        args=(stage, replica, errors),
-                        name=f"replica-{stage.component.key()}-{','.join(lease.devices)}",
-                        daemon=True,
-                    )
-                    replicas.append(replica)
-                    log.info(
-                        "%s: replica %d on device(s) %s",
-                        stage.component.key(),
-                        len(replicas),
-                        ",".join(lease.devices),
-                    )
-                    replica.thread.start()
+                    self._start(stage, lease, replicas, errors)
                     continue
             time.sleep(self.poll_s)
+
+    # -- with the sweep's scheduler ------------------------------------------------------------
+    def _ticket(self, stage: StageRun, need: int) -> Ticket | None:
+        """The stage's connection to the sweep's scheduler (None: there is none; the stage
+        leases devices on its own)."""
+        if self.warm is None or stage.unclaimed() == 0:
+            return None
+        from omnistory_core.engine.pool import component_spec
+
+        hello = {
+            "component": stage.component.key(),
+            "spec": component_spec(stage.component),
+            "kind": stage.component.kind,
+            "need": need,
+            "batch": stage.batch_size,
+            "keys": _short(stage.unclaimed_keys()),
+            "pid": os.getpid(),
+        }
+        return open_ticket(self.warm, hello)
+
+    def _scheduled(
+        self,
+        stage: StageRun,
+        need: int,
+        ticket: Ticket,
+        replicas: list[_Replica],
+        errors: list[BaseException],
+    ) -> None:
+        """Start a replica on each device the scheduler grants, while unclaimed calls remain;
+        tell it the calls still to hand out as they change.  Calls other processes make
+        meanwhile (jobs sharing them) are found in the store while the stage waits."""
+        size = stage.batch_size
+        told = _short(stage.unclaimed_keys())
+        looked = time.monotonic()
+        while not errors:
+            keys = _short(stage.unclaimed_keys())
+            if not keys:
+                ticket.decline()
+                return
+            if keys != told:
+                ticket.send({"op": "keys", "keys": keys})
+                told = keys
+            granted = ticket.grant()
+            if granted is None:
+                busy = any(r.thread is not None and r.thread.is_alive() for r in replicas)
+                if not busy and time.monotonic() - looked > LOOK_S:
+                    stage.skip_done()
+                    looked = time.monotonic()
+                continue
+            lease = self.pool.try_acquire(len(granted), granted, only=True)
+            if lease is None:
+                ticket.send({"op": "busy", "devices": granted})
+                continue
+            stage.skip_done()
+            busy = sum(1 for r in replicas if r.thread is not None and r.thread.is_alive())
+            if stage.unclaimed() <= busy * size:
+                lease.release()
+                ticket.free(granted)
+                continue
+            self._start(stage, lease, replicas, errors, ticket)
+
+    def _start(
+        self,
+        stage: StageRun,
+        lease: DeviceLease,
+        replicas: list[_Replica],
+        errors: list[BaseException],
+        ticket: Ticket | None = None,
+    ) -> None:
+        replica = self._replica(stage.component, lease)
+        replica.thread = threading.Thread(
+            target=self._work,
+            args=(stage, replica, errors, ticket),
+            name=f"replica-{stage.component.key()}-{','.join(lease.devices)}",
+            daemon=True,
+        )
+        replicas.append(replica)
+        log.info(
+            "%s: replica %d on device(s) %s",
+            stage.component.key(),
+            len(replicas),
+            ",".join(lease.devices),
+        )
+        replica.thread.start()
 
     def _load_s(self, stage: StageRun) -> float:
         """With the warm pool, how long a load of the stage's component took in this sweep (0:
@@ -279,16 +371,31 @@ class ReplicaRunner:
             made[0] += seconds
             made[1] += calls
 
-    def _work(self, stage: StageRun, replica: _Replica, errors: list[BaseException]) -> None:
-        """One replica: load once, then claimed chunks until none are left; devices back."""
+    def _work(
+        self,
+        stage: StageRun,
+        replica: _Replica,
+        errors: list[BaseException],
+        ticket: Ticket | None = None,
+    ) -> None:
+        """One replica: load once, then claimed chunks until none are left; devices back (and,
+        with the scheduler, each chunk's calls and seconds told, and the devices told free)."""
+
+        def note(stage: StageRun, seconds: float, calls: int) -> None:
+            self._note(stage, seconds, calls)
+            if ticket is not None:  # the scheduler learns the call time from the first chunk
+                ticket.made(calls, seconds)
+
         try:
-            loaded = _Loader(stage, replica.worker, self._note)
+            loaded = _Loader(stage, replica.worker, note)
             while not errors and (chunk := stage.claim()):
                 stage.compute(loaded, chunk)
         except BaseException as exc:  # noqa: BLE001 - re-raised by the stage's thread
             errors.append(exc)
         finally:
             _close(replica)
+            if ticket is not None:
+                ticket.free(replica.lease.devices)
 
     def _leftovers(self, stage: StageRun, need: int) -> None:
         """Keys other processes held: wait for them; compute those they left without a record
@@ -350,6 +457,11 @@ class _Loader:
             self.stage.count_load()
             outputs = self.worker.run_batch(items)
         return outputs
+
+
+def _short(keys: list[str]) -> list[str]:
+    """Call keys as the scheduler counts them (stages sharing a call name it alike)."""
+    return [k[:16] for k in keys]
 
 
 def _close(replica: _Replica) -> None:

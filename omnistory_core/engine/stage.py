@@ -761,6 +761,11 @@ class StageRun:
         """Keys no one of this stage has tried to claim yet."""
         return len(self.pending) - self.cursor
 
+    def unclaimed_keys(self) -> list[str]:
+        """Those keys, in the order they will be claimed."""
+        with self._claim_lock:
+            return self.pending[self.cursor :]
+
     def claim(self) -> list[tuple[str, Any]]:
         """Lock up to ``batch_size`` keys still to compute: the next chunk.
         A key whose record appeared meanwhile is finished as a cache hit; a key another process

@@ -12,7 +12,9 @@ them (:class:`SweepProgressView`, started by the sweep callback):
   out to be, now that the plans exist: the call's real key, or null where the plan failed and no
   call will be made;
 * ``<sweep>/.progress/job-<n>.json`` (about once a second): the job's state, its current stage,
-  and per component its calls made, cache hits, failures and model loads.
+  and per component its calls made, cache hits, failures and model loads;
+* ``<sweep>/.progress/job-<n>.config.json`` (once, at the job's start): its resolved config, for
+  the sweep's watch (:mod:`omnistory_core.run.watch`).
 
 Per component the view shows the calls made and still to do (the distinct planned calls of the
 sweep, by real key wherever a job has said it, minus those made: each call is made once, by
@@ -49,6 +51,8 @@ __all__ = [
     "PROGRESS_DIR",
     "SWEEP_FILE",
     "announce_jobs",
+    "read_job_config",
+    "write_job_config",
     "write_job_plan",
     "JobProgress",
     "SweepProgress",
@@ -72,6 +76,29 @@ def write_job_plan(sweep_dir: str | Path, job: int, planned: Mapping[str, Iterab
         Path(sweep_dir) / PROGRESS_DIR / f"job-{job}.plan.json",
         {"job": job, "components": {k: sorted(set(v)) for k, v in planned.items()}},
     )
+
+
+def write_job_config(sweep_dir: str | Path, job: int, config: Mapping[str, Any]) -> None:
+    """``job-<n>.config.json``: job ``n``'s resolved config, from which the sweep's watch plans
+    the job without composing it again (:mod:`omnistory_core.run.watch`).  Not written when it
+    holds a secret (the watch then does without it)."""
+    from omnistory_core.redaction import redact
+
+    if redact(dict(config)) != dict(config):
+        return
+    try:
+        _write_json(Path(sweep_dir) / PROGRESS_DIR / f"job-{job}.config.json", dict(config))
+    except (OSError, TypeError, ValueError):  # not JSON, or no disk: the watch does without
+        pass
+
+
+def read_job_config(sweep_dir: str | Path, job: int) -> dict[str, Any] | None:
+    """What :func:`write_job_config` wrote for job ``n`` (None: nothing yet)."""
+    path = Path(sweep_dir) / PROGRESS_DIR / f"job-{job}.config.json"
+    try:
+        return dict(json.loads(path.read_text("utf-8")))
+    except (OSError, ValueError):
+        return None
 
 
 class JobProgress:
@@ -106,6 +133,10 @@ class JobProgress:
     def planned(self) -> bool:
         """Whether this job's plan is written already (by a launcher that plans up front)."""
         return (self.dir / f"job-{self.job}.plan.json").exists()
+
+    def describe(self, config: Mapping[str, Any]) -> None:
+        """``job-<n>.config.json``: the job's resolved config (:func:`read_job_config`)."""
+        write_job_config(self.dir.parent, self.job, config)
 
     def plan(self, planned: Mapping[str, Iterable[str]]) -> None:
         """The keys of the calls this job will make, per component (see the module docstring)."""
@@ -211,7 +242,7 @@ def read_sweep_progress(sweep_dir: str | Path, expected_jobs: int | None = None)
                 k for k in (names.get(n, n) for n in keys) if k is not None
             )
     for path in sorted(folder.glob("job-*.json")):
-        if path.name.endswith((".plan.json", ".keys.json")):
+        if path.name.endswith((".plan.json", ".keys.json", ".config.json")):
             continue
         try:
             job = json.loads(path.read_text("utf-8"))

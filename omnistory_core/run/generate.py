@@ -118,25 +118,35 @@ def check_task_inputs(specs: dict[str, Any], registry: Any, task: Any) -> None:
 def prepare_system(cfg: DictConfig) -> PreparedSystem:
     """Resolve the system of ``cfg`` (refusing an incoherent one), read the dataset and build
     the components (their constructors check their parameters; nothing is loaded)."""
-    from omnistory_core.data.cache import dataset_spec, load_examples
+    return prepare_config(job_config(cfg))
+
+
+def job_config(cfg: DictConfig) -> dict[str, Any]:
+    """A job's config as plain containers, interpolations resolved, as its system is resolved
+    from it (a group's component named on the command line is a choice, not a default)."""
+    plain_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    for group in named_on_command_line():
+        if isinstance(plain_cfg.get(group), dict):
+            plain_cfg[group].pop("default_choice", None)  # `++tts.name=espeak` is a choice
+    return plain_cfg
+
+
+def prepare_config(plain_cfg: dict[str, Any]) -> PreparedSystem:
+    """:func:`prepare_system` from a :func:`job_config` (no Hydra composition: the sweep's
+    watch prepares the jobs from the configs they wrote, :mod:`omnistory_core.run.watch`)."""
+    from omnistory_core.data.cache import load_examples
     from omnistory_core.engine.job import build_component
     from omnistory_core.engine.system import resolve_system
     from omnistory_core.plugins import load_plugins
 
     registry = load_plugins()
-    # a DictConfig becomes a dict
-    plain_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
-    for group in named_on_command_line():
-        if isinstance(plain_cfg.get(group), dict):
-            plain_cfg[group].pop("default_choice", None)  # `++tts.name=espeak` is a choice
     system = resolve_system(plain_cfg, registry)  # refuses incoherent systems before any load
-    check_task_inputs(system.specs, registry, selected_task(cfg))
-    spec = dataset_spec(cfg)
+    check_task_inputs(system.specs, registry, selected_task(plain_cfg))
+    spec = dict(plain_cfg["dataset"])
     examples, fingerprint = load_examples(spec)
+    seed, allow_oracle = int(plain_cfg["seed"]), bool(plain_cfg["allow_oracle"])
     components = {
-        group: build_component(
-            registry, group, node, seed=int(cfg.seed), allow_oracle=bool(cfg.allow_oracle)
-        )
+        group: build_component(registry, group, node, seed=seed, allow_oracle=allow_oracle)
         for group, node in system.specs.items()
     }
     return PreparedSystem(registry, plain_cfg, system, spec, examples, fingerprint, components)
@@ -204,6 +214,8 @@ def run_system(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     log.info("system %s: %d examples from dataset %s", label, len(examples), spec.get("name"))
     stats: dict[str, Any] = {}
     tracker = _job_progress(cfg, system.system_id, stats)
+    if tracker is not None:  # the sweep's watch plans this job from it
+        tracker.describe(plain_cfg)
     state = "failed"
     try:
         # one stage graph for the job: planned for the progress view, then run, derived once

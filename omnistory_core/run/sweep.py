@@ -21,6 +21,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from omnistory_core.redaction import install_log_filter
+from omnistory_core.run.watch import running_watch
 
 log = logging.getLogger("omnistory")
 
@@ -91,8 +92,6 @@ class SweepCallback(Callback):  # type: ignore[misc]
             self._end(config)
 
     def _end(self, config: DictConfig) -> None:
-        from omnistory_core.engine.store import atomic_write_bytes
-
         sweep_dir = Path(config.hydra.sweep.dir)
         if bool(config.engine.get("dry_run", False)):  # sweep_plan.json instead of any stats
             from omnistory_core.run.plan import finish_dry_run
@@ -103,16 +102,25 @@ class SweepCallback(Callback):  # type: ignore[misc]
             return
         self._stop_view()
         stats = sum_stats(job_dirs(sweep_dir))
-        loads = stop_warm_pool()  # the devices' memory back before the evaluation
-        if loads is not None:
-            stats["loads_by_device"] = loads
         failed = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/job_error.json"))]
         stats["failed_jobs"] = failed
-        atomic_write_bytes(
-            sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
-        )
-        log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
-        status = finish_sweep(config, sweep_dir)
+        watch = running_watch(sweep_dir)
+        status = 0
+        if watch is not None and watch.stream is not None:
+            # scoring started during generation, on the sweep's devices and warm pool: it ends
+            # there (the models it loaded stay for what is left), then the pool goes
+            watch.finish()
+            try:
+                status = evaluate_sweep(config, sweep_dir)
+            finally:
+                self._write_stats(sweep_dir, stats, stop_warm_pool())
+            status = max(status, report_sweep(config, sweep_dir))
+        else:
+            if watch is not None:
+                watch.finish()
+            # the devices' memory back before the evaluation
+            self._write_stats(sweep_dir, stats, stop_warm_pool())
+            status = finish_sweep(config, sweep_dir)
         if failed:
             for job in failed:
                 log.error("job %s failed: %s", job["system_id"], job["error"])
@@ -120,11 +128,23 @@ class SweepCallback(Callback):  # type: ignore[misc]
         if status:
             raise SystemExit(status)
 
+    @staticmethod
+    def _write_stats(sweep_dir: Path, stats: dict[str, Any], loads: Any) -> None:
+        from omnistory_core.engine.store import atomic_write_bytes
+
+        if loads is not None:
+            stats["loads_by_device"] = loads
+        atomic_write_bytes(
+            sweep_dir / "sweep_stats.json", (json.dumps(stats, indent=2) + "\n").encode()
+        )
+        log.info("sweep stats: %s", sweep_dir / "sweep_stats.json")
+
 
 def start_warm_pool(config: DictConfig) -> Path | None:
     """``engine.warm_pool``: the sweep's pool of loaded models (:mod:`omnistory_core.engine.pool`)
-    in ``<sweep>/.pool``, told to the jobs through the environment they inherit; None when
-    ``engine.devices`` names no device (everything runs in the jobs' processes then)."""
+    in ``<sweep>/.pool``, told to the jobs through the environment they inherit, and with
+    ``engine.scheduler`` the one scheduler of its devices (:mod:`omnistory_core.engine.schedule`);
+    None when ``engine.devices`` names no device (everything runs in the jobs' processes then)."""
     import os
 
     from omnistory_core.engine.devices import DeviceError, resolve_devices
@@ -134,10 +154,11 @@ def start_warm_pool(config: DictConfig) -> Path | None:
     if not bool(config.engine.get("warm_pool", True)):
         return None
     try:
-        if not resolve_devices(config.engine.get("devices")):
-            return None
+        devices = resolve_devices(config.engine.get("devices"))
     except DeviceError:
         return None  # every job says why
+    if not devices:
+        return None
     budget = config.engine.get("device_memory_gb")
     idle = config.engine.get("pool_idle_s")
     pool = open_pool(
@@ -146,6 +167,10 @@ def start_warm_pool(config: DictConfig) -> Path | None:
         idle_s=float(idle) if idle is not None else 600.0,
     )
     os.environ[POOL_ENV] = str(pool)
+    if bool(config.engine.get("scheduler", True)):
+        from omnistory_core.engine.schedule import start_scheduler
+
+        start_scheduler(pool, devices)
     return pool
 
 
@@ -242,19 +267,36 @@ def finish_sweep(config: DictConfig, run_dir: Path) -> int:
     """End of a sweep: evaluation (if configured), then every ``sweep_finished`` hook (the
     report distribution builds the report from whatever is scored).  Returns the worst exit
     status (2: the evaluation's pre-flight stopped it, 1: 'error' rows remain)."""
+    status = evaluate_sweep(config, run_dir)
+    return max(status, report_sweep(config, run_dir))
+
+
+def evaluate_sweep(config: DictConfig, run_dir: Path) -> int:
+    """The sweep's evaluation, if configured: its exit status (2: the pre-flight stopped it,
+    1: 'error' rows remain)."""
     from omnistory_core.plugins import load_plugins
-    from omnistory_core.seams import REPORT_DISTRIBUTION
 
     # a DictConfig becomes a dict
     evaluation = cast(dict[str, Any], OmegaConf.to_container(config.evaluation, resolve=True))
     metrics, judges = list(evaluation.get("metrics") or []), list(evaluation.get("judges") or [])
+    if not (metrics or judges):
+        return 0
+    # pre-flight problems or remaining 'error' rows fail the sweep, after its report
+    return (
+        load_plugins()
+        .evaluation_service()
+        .run(run_dir, evaluation=evaluation, progress=bool(config.engine.progress))
+    )
+
+
+def report_sweep(config: DictConfig, run_dir: Path) -> int:
+    """Every ``sweep_finished`` hook (the report); their worst exit status."""
+    from omnistory_core.plugins import load_plugins
+    from omnistory_core.seams import REPORT_DISTRIBUTION
+
+    evaluation = cast(dict[str, Any], OmegaConf.to_container(config.evaluation, resolve=True))
     registry = load_plugins()
     status = 0
-    if metrics or judges:
-        # pre-flight problems or remaining 'error' rows fail the sweep, after its report
-        status = registry.evaluation_service().run(
-            run_dir, evaluation=evaluation, progress=bool(config.engine.progress)
-        )
     if registry.has_sweep_finished():
         status = max(status, registry.sweep_finished(run_dir, config))
     elif evaluation.get("report", True):

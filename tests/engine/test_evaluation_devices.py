@@ -167,7 +167,10 @@ def test_the_end_of_sweep_evaluation_scores_on_the_sweeps_devices(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "out/sweeps/s/scores.jsonl").read_bytes() == reference
     on, _ = _check_calls(tmp_path, {"0", "1", "2"})
-    assert max(len(d) for d in on.values()) >= 2, on
+    # the evaluators ran side by side on the sweep's devices (whether one evaluator's calls
+    # spread over several is the sweep's scheduler's choice: only where its share of the work
+    # outweighs a load, tests/engine/test_sweep_schedule.py)
+    assert len(set().union(*on.values())) >= 2, on
 
 
 def test_evaluate_reads_engine_options_among_its_positional_arguments() -> None:

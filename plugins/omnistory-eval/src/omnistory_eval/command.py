@@ -179,6 +179,7 @@ def evaluate_task_run(
     outputs: Path | None = None,
     dataset: dict[str, Any] | None = None,
     engine: dict[str, Any] | None = None,
+    prior: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """:func:`evaluate_run` for a task with its own ``evaluation``: its units per scope, each
     evaluator over those of its scope."""
@@ -206,6 +207,7 @@ def evaluate_task_run(
             retry_failures=retry_failures,
             blocked=causes_by_evaluator(problems),
             devices=devices,
+            prior=prior,
         )
     counts = {scope: len(found) for scope, found in units.items()}
     scores_path = _write_results(run_dir, result, counts.get("item", 0), counts)
@@ -229,12 +231,15 @@ def evaluate_run(
     outputs: Path | None = None,
     dataset: dict[str, Any] | None = None,
     engine: dict[str, Any] | None = None,
+    prior: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """Pre-flight, then score.  Raises :class:`~.preflight.PreflightFailed` (nothing scored) when
     an evaluator cannot run, unless ``allow_partial``: then the others are scored and the ones
     that cannot run get ``error`` rows.  ``task``, ``outputs`` and ``dataset``: see
     :func:`run_task` and :func:`task_evaluation_of` (a task with its own ``evaluation``).
-    ``engine``: ``devices`` / ``device_locks`` to score on (see :func:`evaluation_devices`)."""
+    ``engine``: ``devices`` / ``device_locks`` to score on (see :func:`evaluation_devices`).
+    ``prior``: what the sweep's stream computed before (:mod:`omnistory_eval.sooner`), counted
+    as computed here."""
     selected = run_task(run_dir, task, outputs)
     if selected.evaluation is not None:
         return evaluate_task_run(
@@ -250,6 +255,7 @@ def evaluate_run(
             outputs=outputs,
             dataset=dataset,
             engine=engine,
+            prior=prior,
         )
     if outputs is not None:
         raise EvaluationInputError(
@@ -295,6 +301,7 @@ def evaluate_run(
             retry_failures=retry_failures,
             blocked=causes_by_evaluator(problems),
             devices=devices,
+            prior=prior,
         )
     scores_path = _write_results(run_dir, result, len(systems) * len(examples))
     from omnistory_eval.run_info import write_run_info

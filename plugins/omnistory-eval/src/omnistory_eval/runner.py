@@ -245,6 +245,7 @@ def evaluate_systems(
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
     devices: StageDevices | None = None,
+    prior: Mapping[str, ComponentStats] | None = None,
 ) -> EvaluationResult:
     """Score every (system, example) with every evaluator.  ``blocked``: evaluator key -> why it
     cannot run here (the pre-flight's finding): it is not loaded and its items get ``error``
@@ -263,6 +264,7 @@ def evaluate_systems(
         retry_failures=retry_failures,
         blocked=blocked,
         devices=devices,
+        prior=prior,
     )
 
 
@@ -275,6 +277,7 @@ def evaluate_task(
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
     devices: StageDevices | None = None,
+    prior: Mapping[str, ComponentStats] | None = None,
 ) -> EvaluationResult:
     """Score the units a task's ``evaluation`` returned (``units``: scope -> units with
     ``system``, ``example_id``, ``pool``, ``missing``), each evaluator those of its scope.
@@ -287,6 +290,7 @@ def evaluate_task(
         retry_failures=retry_failures,
         blocked=blocked,
         devices=devices,
+        prior=prior,
     )
 
 
@@ -321,6 +325,7 @@ def score_units(
     retry_failures: bool = False,
     blocked: dict[str, str] | None = None,
     devices: StageDevices | None = None,
+    prior: Mapping[str, ComponentStats] | None = None,
 ) -> EvaluationResult:
     """Every evaluator over the units of its ``scope`` (``units``: scope -> units), evaluator
     major: a unit lacking an input the evaluator reads gets ``missing_output`` rows and no call;
@@ -332,7 +337,11 @@ def score_units(
     tensor-parallel one gets its ``gpus()`` devices per replica), and so does a stage-end pass
     that takes it (the judges' JSON repair model).  Each evaluator is still one stage over the
     whole sweep, so it is loaded at most once per device; the records, and so the rows, are the
-    ones this process would have computed.  None: every evaluator in this process."""
+    ones this process would have computed.  None: every evaluator in this process.
+
+    ``prior``: per evaluator key, what the sweep's stream computed before this pass
+    (:mod:`omnistory_eval.sooner`): its calls found in the store here count as calls, and its
+    model loads as loads, so the stats are those of a pass that made them itself."""
     progress = progress or (lambda label, total: lambda n: None)
     blocked = blocked or {}
     # a ResultStore stands in for the Store (get and put filtered, everything else delegated)
@@ -364,6 +373,7 @@ def score_units(
                 devices=devices,
             )
             _report_load_failure(evaluator, outcomes)
+            _credit(stats, outcomes, (prior or {}).get(evaluator.key()))
             outcomes = _finalize(evaluator, outcomes, store, devices)
             lazy.release()
         for n, (system_id, example_id) in enumerate(owners):
@@ -374,6 +384,21 @@ def score_units(
                 record["scope"] = scope
             result.audit.setdefault(evaluator.key(), []).append(record)
     return result
+
+
+def _credit(
+    stats: ComponentStats, outcomes: Mapping[int, Any], before: ComponentStats | None
+) -> None:
+    """Count the calls ``before`` computed that this stage found in the store as calls (one
+    per key; the rest of its items stay cache hits), and its loads as loads."""
+    if before is None:
+        return
+    found = {o.key for o in outcomes.values() if isinstance(o, CallRecord)} - stats.computed
+    theirs = found & before.computed
+    stats.calls += len(theirs)
+    stats.cache_hits -= len(theirs)
+    stats.loads += before.loads
+    stats.computed |= theirs
 
 
 def _finalize(

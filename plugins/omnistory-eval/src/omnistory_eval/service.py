@@ -4,6 +4,9 @@ The sweep directory's task decides what is scored, as for ``evaluate``: Omni-Sto
 or the units of a task with its own ``evaluation`` (ViStoryBench: shots, stories and each system's
 run), whose rows carry their ``scope``.
 
+With ``engine.evaluate_sooner`` (:mod:`omnistory_eval.sooner`) the items whose outputs are final
+are scored while generation goes on, and the evaluation at the end finds them in the store.
+
 The end-of-sweep evaluation scores on the sweep's devices: ``engine.devices`` and
 ``engine.device_locks`` as its jobs' manifests recorded them (the sweep's resolved config), so
 with two devices or more every metric and judge that needs a GPU runs on replicas spread over
@@ -37,6 +40,7 @@ class SweepEvaluation:
 
     def run(self, sweep_dir: Path, *, evaluation: dict[str, Any], progress: bool) -> int:
         from omnistory_eval.command import evaluate_and_summarize
+        from omnistory_eval.sooner import take_prior
 
         status, _ = evaluate_and_summarize(
             sweep_dir,
@@ -46,9 +50,28 @@ class SweepEvaluation:
             progress_enabled=progress,
             allow_partial=bool(evaluation.get("allow_partial", False)),
             engine=_engine(evaluation),
+            prior=take_prior(sweep_dir),
         )
         logging.getLogger("omnistory").info("scores: %s", sweep_dir / "scores.jsonl")
         return status
+
+    def sooner(
+        self,
+        sweep_dir: Path,
+        *,
+        evaluation: dict[str, Any],
+        store: Path,
+        task: str | None,
+        engine: dict[str, Any],
+    ) -> Any:
+        """The stream that scores a sweep's final outputs while generation goes on
+        (:class:`omnistory_eval.sooner.SoonerEvaluation`); :meth:`run` at the sweep's end
+        counts what it computed."""
+        from omnistory_eval.sooner import SoonerEvaluation
+
+        return SoonerEvaluation(
+            sweep_dir, evaluation=evaluation, store=store, task=task, engine=engine
+        )
 
     def plan(self, sweep_dir: Path, *, evaluation: dict[str, Any], settings: Any) -> Any:
         from omnistory_eval.plan import plan_sweep_evaluation

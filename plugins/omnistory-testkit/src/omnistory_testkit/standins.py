@@ -12,12 +12,16 @@ from a hash of their inputs (a group-unit one: one output per item of the group)
 * a planner: a valid plan; a backbone: narration, a small image, a short tone and a full plan;
 * an image expert: an 8x8 image; a TTS expert: a 0.1 s tone.
 
-``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time),
+``OMNISTORY_STANDIN_DELAY_S`` makes every call sleep that long (a stand-in for model time;
+``OMNISTORY_STANDIN_DELAYS='{"planner/gpt": 2.0}'`` sets some components' own),
 ``OMNISTORY_STANDIN_LOAD_S`` every load of a GPU component's stand-in (a stand-in for a model
-load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load);
+load; ``OMNISTORY_STANDIN_LOAD_LOG=PATH`` appends one JSON line per load, with its start and end);
 ``OMNISTORY_STANDIN_LOG=PATH`` appends one JSON line per finished call (component, a digest of its
-inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the time it ended), so a test can tell that
-no call was made twice and on which devices calls ran.  A stand-in needs the GPUs its real
+inputs and parameters, pid, ``CUDA_VISIBLE_DEVICES``, the GPUs it needs, the times it started and
+ended, and the
+content digests of its inputs and outputs as the engine keys them), so a test can tell that no
+call was made twice and on which devices calls ran, and a timeline can tell when a call's inputs
+existed (the call that output them ended).  A stand-in needs the GPUs its real
 component says it needs (``uses_gpu``, ``gpus()``).  Built-in components (template, copy,
 espeak, noop, ...) are left alone.  A stand-in's records declare ``{"stand_in": ...}``
 (:class:`_StandIn`): the same keys as the real component's, never served to it (nor its to the
@@ -52,12 +56,14 @@ STANDIN_KINDS = ("planner", "backbone", "image", "tts")
 #: replaced too with ``make_standin_site(..., evaluators=True)``
 EVALUATOR_KINDS = ("metric", "judge")
 
-_PLUGIN = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
+_HEADER = '''"""Stand-ins for the installed model components (omnistory_testkit.standins)."""
 from omnistory_core.hookspecs import hookimpl
 from omnistory_testkit.standins import standin_classes
 
 KEEP = frozenset(KEEP_COMPONENTS)
+'''
 
+_PLUGIN = """
 
 @hookimpl
 def register_planners(register):
@@ -81,7 +87,7 @@ def register_image_experts(register):
 def register_tts_experts(register):
     for cls in standin_classes("tts", KEEP):
         register(cls)
-'''
+"""
 
 
 _EVALUATOR_HOOKS = """
@@ -100,12 +106,16 @@ def register_judges(register):
 
 
 def make_standin_site(
-    directory: str | Path, evaluators: bool = False, keep: Sequence[str] = ()
+    directory: str | Path,
+    evaluators: bool = False,
+    keep: Sequence[str] = (),
+    models: bool = True,
 ) -> Path:
     """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
     ``evaluators``: every metric and judge is replaced by a stand-in too; ``keep``: components
     (``kind/name``, e.g. ``image/nanobanana``) left real (an API component against a local
-    server)."""
+    server); ``models=False``: the planners, backbones and experts are not (a task's own
+    generation runs as it is)."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -116,8 +126,8 @@ def make_standin_site(
         f"[omnistory]\n{ENTRY_POINT} = {MODULE}\n", encoding="utf-8"
     )
     (info / "RECORD").write_text("", encoding="utf-8")
-    plugin = _PLUGIN.replace("KEEP_COMPONENTS", repr(sorted(set(keep))))
-    plugin += _EVALUATOR_HOOKS if evaluators else ""
+    plugin = _HEADER.replace("KEEP_COMPONENTS", repr(sorted(set(keep))))
+    plugin += (_PLUGIN if models else "") + (_EVALUATOR_HOOKS if evaluators else "")
     (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
 
@@ -196,13 +206,68 @@ def _digest(component: Any, item: dict[str, Any]) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _sleep() -> None:
+def _sleep(component: Any = None) -> None:
+    """``OMNISTORY_STANDIN_DELAY_S`` seconds, or the component's own in
+    ``OMNISTORY_STANDIN_DELAYS`` (JSON: ``{"planner/claude": 2.0}``)."""
     delay = float(os.environ.get("OMNISTORY_STANDIN_DELAY_S") or 0)
+    own = os.environ.get("OMNISTORY_STANDIN_DELAYS")
+    if own and component is not None:
+        delay = float(json.loads(own).get(component.key(), delay))
     if delay > 0:
         time.sleep(delay)
 
 
-def _log(component: Any, digest: bytes) -> None:
+def _content(value: Any) -> str:
+    """An input's or output's content digest as the engine's call keys read it (16 hex digits)."""
+    from omnistory_core.engine.hashing import digest
+
+    kind, _, text = digest(value).partition(":")
+    return f"{kind}:{text[:16]}"
+
+
+def _outputs(result: Any) -> list[str]:
+    """What a stand-in's result gives downstream, as a later call's input digests name it: a
+    plan's fields (as the engine parses them), the stored PNG or WAV (as a file input)."""
+    from omnistory_core.components import Audio, BackboneOutput, Media, PlannerResponse
+
+    if isinstance(result, BackboneOutput):
+        fields = [result.text, *(_plan_fields(result.plan) or {}).values()]
+        media = [_outputs(m) for m in (result.image, result.speech) if m is not None]
+        return [_content(v) for v in fields if isinstance(v, str)] + sum(media, [])
+    if isinstance(result, PlannerResponse):
+        from omnistory_core.engine.walk import plan_inputs
+        from omnistory_core.plan_schema import parse_plan
+
+        plan = parse_plan(result.text).plan
+        return [_content(v) for v in plan_inputs(plan).values()] if plan is not None else []
+    from omnistory_core.engine.stage import _png_bytes, _wav_bytes
+
+    if isinstance(result, Audio):
+        data = _wav_bytes(result)
+    elif hasattr(result, "convert"):  # a PIL image
+        data = _png_bytes(result)
+    else:
+        return []
+    return [_content(Media(path="", sha256=hashlib.sha256(data).hexdigest()))]
+
+
+def _plan_fields(plan: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    """A backbone's plan as the fields an expert reads (its speech fields flattened; a
+    stand-in's plan is always a dict)."""
+    if not isinstance(plan, dict) or not plan:
+        return None
+    return {**{k: v for k, v in plan.items() if k != "speech"}, **(plan.get("speech") or {})}
+
+
+def _log(
+    component: Any,
+    digest: bytes,
+    start: float | None = None,
+    item: dict[str, Any] | None = None,
+    result: Any = None,
+) -> None:
+    from omnistory_core.engine.devices import gpus_needed
+
     path = os.environ.get("OMNISTORY_STANDIN_LOG")
     if not path:
         return
@@ -212,7 +277,11 @@ def _log(component: Any, digest: bytes) -> None:
             "digest": digest.hex(),
             "pid": os.getpid(),
             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpus": gpus_needed(component),
+            "start": start,
             "end": time.time(),
+            "inputs": sorted({_content(v) for v in (item or {}).values()}),
+            "outputs": _outputs(result),
         }
     )
     # one write of a short line to an O_APPEND file: lines of concurrent processes never mix
@@ -277,6 +346,7 @@ def _load(self) -> None:
 
     if gpus_needed(self) == 0:
         return
+    start = time.time()
     delay = float(os.environ.get("OMNISTORY_STANDIN_LOAD_S") or 0)
     if delay > 0:
         time.sleep(delay)
@@ -288,6 +358,7 @@ def _load(self) -> None:
             "component": self.key(),
             "pid": os.getpid(),
             "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "start": start,
             "end": time.time(),
         }
     )
@@ -330,10 +401,12 @@ def _per_item(one: Any) -> Any:
 def _plan_of(self, item):
     from omnistory_core.components import PlannerResponse
 
-    _sleep()
+    start = time.time()
+    _sleep(self)
     digest = _digest(self, item)
-    _log(self, digest)
-    return PlannerResponse(json.dumps(_plan(digest)))
+    result = PlannerResponse(json.dumps(_plan(digest)))
+    _log(self, digest, start, item, result)
+    return result
 
 
 class _Planner(_StandIn, Planner):
@@ -345,16 +418,18 @@ class _Planner(_StandIn, Planner):
 def _page_of(self, item):
     from omnistory_core.components import BackboneOutput
 
-    _sleep()
+    start = time.time()
+    _sleep(self)
     digest = _digest(self, item)
-    _log(self, digest)
     plan = _plan(digest)
-    return BackboneOutput(
+    result = BackboneOutput(
         text=plan["narration"],
         image=_image(digest) if "image" in self.produces else None,
         speech=_tone(digest) if "speech" in self.produces else None,
         plan={k: v for k, v in plan.items() if k != "narration"},
     )
+    _log(self, digest, start, item, result)
+    return result
 
 
 class _Backbone(_StandIn, Backbone):
@@ -364,17 +439,21 @@ class _Backbone(_StandIn, Backbone):
 
 
 def _image_of(self, item):
-    _sleep()
+    start = time.time()
+    _sleep(self)
     digest = _digest(self, item)
-    _log(self, digest)
-    return _image(digest)
+    result = _image(digest)
+    _log(self, digest, start, item, result)
+    return result
 
 
 def _tone_of(self, item):
-    _sleep()
+    start = time.time()
+    _sleep(self)
     digest = _digest(self, item)
-    _log(self, digest)
-    return _tone(digest)
+    result = _tone(digest)
+    _log(self, digest, start, item, result)
+    return result
 
 
 class _Image(_StandIn, ImageExpert):
@@ -470,9 +549,10 @@ class _EvaluatorStandIn(_StandIn):
     load = _load
 
     def run_one(self, item):
-        _sleep()
+        start = time.time()
+        _sleep(self)
         digest = _evaluator_digest(self, item)
-        _log(self, digest)
+        _log(self, digest, start, item)
         return EvalResult(
             scores=_scores(self, digest), status="ok", detail={"standin": digest.hex()[:16]}
         )

@@ -1,0 +1,198 @@
+"""Where the sweep's scheduler places replicas: a pure function of what it knows at one moment.
+
+:func:`place` is handed the free devices, the stages asking for devices (:class:`Ask`: their
+component, the calls they have not handed out yet, how many replicas they run), the devices where
+each component is loaded in the warm pool, and what the sweep has measured (seconds per call and
+per load).  It returns which stage gets which free device(s) now (:class:`Grant`):
+
+1. **Warm first.**  A free device goes to a stage whose component is loaded there (no load), the
+   most urgent first: generation before evaluation (evaluation reads what generation makes), then
+   the component with the most remaining work per replica, then the stage waiting longest.
+2. **A first replica** of a component that runs nowhere is placed on a free device, the one whose
+   loaded models have the least work left (they keep their devices for it).  Where the component
+   is loaded on a busy device, its stage waits for that device unless its remaining work
+   outweighs a load and the wait would too (the busy device's remaining work by its measured call
+   time; or it has waited a load's time): then it loads elsewhere.
+3. **One more replica** of a component that runs already is placed only where the remaining work
+   each running replica has outweighs a load: ``remaining / replicas > load + one call``
+   (seconds; the remaining work is the component's distinct calls not yet handed out, over every
+   stage asking, and its expected calls still to come when the sweep says so, by its measured call
+   time), the condition for the component to finish sooner despite the new replica's load.  So a
+   component with less work left than one load is never spread; until its calls and load are
+   measured, none is added.
+
+A stage never gets more replicas than its calls would keep busy (``ceil(calls / batch_size)``).
+A tensor-parallel component (``need`` devices per replica) gets its devices together: a stage
+that waits for several keeps the ones that free up, so single-device stages cannot starve it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["GENERATION_KINDS", "Ask", "Grant", "Measures", "place"]
+
+#: kinds whose outputs later stages read: they go first on a device both could use
+GENERATION_KINDS = frozenset({"planner", "backbone", "image", "tts"})
+
+
+@dataclass
+class Ask:
+    """One stage asking for devices: ``keys``, its calls not handed out yet (short key prefixes:
+    stages sharing calls name them alike); ``replicas``, devices sets it holds now."""
+
+    id: int
+    component: str  # kind/name
+    spec: str  # what the warm pool calls a replica of it (component, version, parameters)
+    kind: str
+    need: int = 1
+    batch: int = 1
+    keys: frozenset[str] = frozenset()
+    replicas: int = 0
+    since: float = 0.0  # when it started waiting
+
+    def wants_more(self) -> bool:
+        return bool(self.keys) and self.replicas < math.ceil(len(self.keys) / max(1, self.batch))
+
+
+@dataclass
+class Measures:
+    """What the sweep measured: seconds per call (by spec) and per load (by component), and the
+    calls each component is still expected to make beyond those asked for (by component)."""
+
+    call_s: Mapping[str, float] = field(default_factory=dict)
+    load_s: Mapping[str, float] = field(default_factory=dict)
+    expected: Mapping[str, int] = field(default_factory=dict)
+    #: spec -> component, for the loaded models no stage asks for now
+    components: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grant:
+    ask: int
+    devices: tuple[str, ...]
+
+
+def _remaining(spec: str, asks: Sequence[Ask], measures: Measures) -> float | None:
+    """Seconds of work left for ``spec`` (None: its call time is not measured yet)."""
+    call_s = measures.call_s.get(spec)
+    if call_s is None:
+        return None
+    mine = [a for a in asks if a.spec == spec]
+    calls = len(frozenset().union(*(a.keys for a in mine))) if mine else 0
+    component = mine[0].component if mine else measures.components.get(spec, "")
+    return max(calls, measures.expected.get(component, 0)) * call_s
+
+
+def _urgency(ask: Ask, asks: Sequence[Ask], running: Mapping[str, int], measures: Measures):
+    left = _remaining(ask.spec, asks, measures) or 0.0
+    share = left / (running.get(ask.spec, 0) + 1)
+    return (ask.kind in GENERATION_KINDS, share, -ask.since)
+
+
+def _busy_for(
+    device: str, holders: Mapping[str, Ask], asks: Sequence[Ask], measures: Measures
+) -> float | None:
+    """How long ``device``'s holder will keep it (None: not known)."""
+    holder = holders.get(device)
+    if holder is None:
+        return 0.0
+    call_s = measures.call_s.get(holder.spec)
+    if call_s is None:
+        return None
+    return len(holder.keys) * call_s / max(1, holder.replicas)
+
+
+def place(
+    free: Sequence[str],
+    asks: Sequence[Ask],
+    warm: Mapping[str, frozenset[str]],
+    holders: Mapping[str, Ask],
+    measures: Measures,
+    now: float,
+) -> list[Grant]:
+    """The grants to make now (see the module docstring).  ``warm``: spec -> devices where it
+    is loaded; ``holders``: device -> the stage holding it."""
+    free = list(free)
+    running: dict[str, int] = {}
+    for ask in asks:
+        running[ask.spec] = running.get(ask.spec, 0) + ask.replicas
+    grants: list[Grant] = []
+
+    def grant(ask: Ask, devices: Sequence[str]) -> None:
+        for device in devices:
+            free.remove(device)
+        ask.replicas += 1
+        running[ask.spec] = running.get(ask.spec, 0) + 1
+        grants.append(Grant(ask.id, tuple(devices)))
+
+    def order() -> list[Ask]:
+        waiting = [a for a in asks if a.wants_more()]
+        return sorted(waiting, key=lambda a: _urgency(a, asks, running, measures), reverse=True)
+
+    # 1. warm first
+    changed = True
+    while changed and free:
+        changed = False
+        for ask in order():
+            here = [d for d in free if d in warm.get(ask.spec, frozenset())]
+            if len(here) >= ask.need:
+                grant(ask, here[: ask.need])
+                changed = True
+                break
+    # a tensor-parallel stage waiting longest keeps the devices that free up for it, and gets
+    # them before any single-device stage once there are enough
+    wide = [a for a in order() if a.need > 1 and running.get(a.spec, 0) == 0]
+    wide.sort(key=lambda a: a.since)
+    if wide and len(free) < wide[0].need:
+        return grants
+    # 2. and 3. cold devices: a first replica, or one more where it pays for its load
+    for ask in wide[:1] + [a for a in order() if a not in wide[:1]]:
+        if len(free) < ask.need or not ask.wants_more():
+            continue
+        load_s = measures.load_s.get(ask.component)
+        loaded_on = warm.get(ask.spec, frozenset())
+        if running.get(ask.spec, 0) == 0:
+            if loaded_on and not _load_elsewhere(ask, loaded_on, holders, asks, measures, now):
+                continue
+        else:
+            left = _remaining(ask.spec, asks, measures)
+            call_s = measures.call_s.get(ask.spec)
+            if load_s is None or left is None or call_s is None:
+                continue
+            if left / running[ask.spec] <= load_s + call_s:
+                continue  # the replicas running finish it sooner than a load and a call
+        free.sort(key=lambda d: _kept_for(d, warm, asks, measures))
+        grant(ask, free[: ask.need])
+    return grants
+
+
+def _load_elsewhere(
+    ask: Ask,
+    loaded_on: frozenset[str],
+    holders: Mapping[str, Ask],
+    asks: Sequence[Ask],
+    measures: Measures,
+    now: float,
+) -> bool:
+    """Whether a stage whose component is loaded only on busy devices should load it on a free
+    one now: when its remaining work outweighs a load, and those devices stay busy longer than
+    a load takes or it has waited a load's time already.  While its call and load times are not
+    known (its first load is not done), it waits."""
+    load_s = measures.load_s.get(ask.component)
+    left = _remaining(ask.spec, asks, measures)
+    if load_s is None or left is None or left <= load_s:
+        return False  # less work than a load: it waits for a device where it is loaded
+    waits = [_busy_for(d, holders, asks, measures) for d in loaded_on]
+    known = [w for w in waits if w is not None]
+    if known and min(known) > load_s:
+        return True
+    return now - ask.since >= load_s
+
+
+def _kept_for(device: str, warm: Mapping[str, frozenset[str]], asks, measures) -> float:
+    """The work waiting for the models loaded on ``device`` (a cold replica goes where least
+    is kept for them)."""
+    return sum(_remaining(spec, asks, measures) or 0.0 for spec, on in warm.items() if device in on)

@@ -1,0 +1,118 @@
+"""The sweep scheduler's placement rules (``omnistory_core.engine.placement.place``), one moment
+at a time: warm devices first and generation before evaluation there, a first replica where
+little is kept for the loaded models, one more replica only where the remaining work per
+running replica outweighs a load, a stage waiting for its busy warm device unless the wait would
+cost more than a load, tensor-parallel stages gathering their devices; and the order a parallel
+sweep's jobs start in (the launcher's ``spread_order``)."""
+
+from __future__ import annotations
+
+from omnistory_core.engine.placement import Ask, Grant, Measures, place
+
+KEYS = frozenset(f"k{n}" for n in range(10))
+
+
+def _ask(ident: int, component: str, keys=KEYS, replicas: int = 0, since: float = 0.0, **kw):
+    kind = component.split("/")[0]
+    return Ask(ident, component, f"spec-{component}", kind, keys=frozenset(keys),
+               replicas=replicas, since=since, **kw)  # fmt: skip
+
+
+def _warm(**devices: str) -> dict[str, frozenset[str]]:
+    """``image_kontext="0,1"`` -> {"spec-image/kontext": {"0", "1"}}."""
+    return {
+        f"spec-{name.replace('_', '/', 1)}": frozenset(on.split(","))
+        for name, on in devices.items()
+    }
+
+
+def test_a_free_device_goes_to_the_model_loaded_there_generation_first() -> None:
+    judge = _ask(1, "judge/text", since=0.0)
+    image = _ask(2, "image/kontext", since=5.0)
+    grants = place(["0"], [judge, image], _warm(judge_text="0", image_kontext="0"), {},
+                   Measures(), now=10.0)  # fmt: skip
+    assert grants == [Grant(2, ("0",))]
+
+
+def test_a_first_replica_goes_where_the_loaded_models_have_least_work_left() -> None:
+    tts = _ask(1, "tts/parler")
+    measures = Measures(
+        call_s={"spec-image/kontext": 1.0, "spec-tts/voxcpm": 1.0},
+        expected={"image/kontext": 10},  # kontext's plans are still being made
+        components={"spec-image/kontext": "image/kontext", "spec-tts/voxcpm": "tts/voxcpm"},
+    )
+    # device 0 keeps kontext for ten calls to come; device 1's model has no work left
+    grants = place(["0", "1"], [tts], _warm(image_kontext="0", tts_voxcpm="1"), {},
+                   measures, now=0.0)  # fmt: skip
+    assert grants == [Grant(1, ("1",))]
+
+
+def test_one_more_replica_only_where_the_work_per_replica_outweighs_a_load() -> None:
+    measures = Measures(call_s={"spec-image/dev": 1.0}, load_s={"image/dev": 5.0})
+    # three calls left, one replica running: less than a load and a call
+    few = _ask(1, "image/dev", keys={"a", "b", "c"}, replicas=1)
+    assert place(["1"], [few], _warm(image_dev="0"), {}, measures, now=0.0) == []
+    # ten calls left: the second replica pays for its load
+    many = _ask(1, "image/dev", replicas=1)
+    assert place(["1"], [many], _warm(image_dev="0"), {}, measures, now=0.0) == [Grant(1, ("1",))]
+    # stages sharing calls count them once; the sweep's outlook counts the calls still to come
+    shared = [_ask(1, "image/dev", keys={"a", "b"}, replicas=1), _ask(2, "image/dev", {"a", "b"})]
+    assert place(["1"], shared, _warm(image_dev="0"), {}, measures, now=0.0) == []
+    ahead = Measures(measures.call_s, measures.load_s, expected={"image/dev": 20})
+    (grant,) = place(["1"], shared, _warm(image_dev="0"), {}, ahead, now=0.0)
+    assert grant.devices == ("1",)
+    # not measured yet: no second replica
+    assert place(["1"], [many], _warm(image_dev="0"), {}, Measures(), now=0.0) == []
+
+
+def test_a_stage_waits_for_its_busy_warm_device_unless_that_costs_more_than_a_load() -> None:
+    measures = Measures(
+        call_s={"spec-image/dev": 1.0, "spec-tts/parler": 1.0}, load_s={"image/dev": 5.0}
+    )
+    holder = _ask(9, "tts/parler", keys={"x", "y"}, replicas=1)  # device 0: two seconds left
+    waiting = _ask(1, "image/dev", since=0.0)
+    warm = _warm(image_dev="0", tts_parler="0")
+    assert place(["1"], [waiting, holder], warm, {"0": holder}, measures, now=1.0) == []
+    # the holder has more work than a load takes: load it on the free device now
+    long_holder = _ask(9, "tts/parler", replicas=1)
+    grants = place(["1"], [waiting, long_holder], warm, {"0": long_holder}, measures, now=1.0)
+    assert grants == [Grant(1, ("1",))]
+    # or it has waited a load's time already
+    grants = place(["1"], [waiting, holder], warm, {"0": holder}, measures, now=6.0)
+    assert grants == [Grant(1, ("1",))]
+    # less work than a load: it waits for its device however long
+    short = _ask(1, "image/dev", keys={"a"}, since=0.0)
+    assert place(["1"], [short, long_holder], warm, {"0": long_holder}, measures, 99.0) == []
+
+
+def test_a_tensor_parallel_stage_gets_its_devices_together() -> None:
+    wide = _ask(1, "judge/big", need=2)
+    narrow = _ask(2, "image/dev")
+    # one free device: kept for the wide stage rather than given to the narrow one
+    assert place(["0"], [wide, narrow], {}, {}, Measures(), now=0.0) == []
+    assert place(["0", "1"], [wide, narrow], {}, {}, Measures(), now=0.0) == [Grant(1, ("0", "1"))]
+
+
+def test_no_stage_gets_more_replicas_than_its_calls_keep_busy() -> None:
+    one = _ask(1, "image/dev", keys={"a"})
+    measures = Measures(call_s={"spec-image/dev": 1.0}, load_s={"image/dev": 0.0})
+    assert place(["0", "1", "2"], [one], {}, {}, measures, now=0.0) == [Grant(1, ("0",))]
+
+
+def test_the_jobs_that_start_first_cover_the_sweep_s_choices() -> None:
+    """With the scheduler, a parallel sweep starts next the job with the most choices no job
+    started before it has: both planners of the grid plan from the start."""
+    from itertools import product
+
+    from hydra_plugins.omnistory_launcher.launcher import spread_order
+
+    grid = [
+        [f"planner={p}", f"image={i}", f"tts={t}", "engine.devices=[0,1,2,3]"]
+        for p, i, t in product(("claude", "gpt"), ("kontext", "dev"), ("parler", "voxcpm"))
+    ]
+    order = spread_order(grid)
+    assert order == [0, 7, 1, 2, 3, 4, 5, 6]
+    assert {grid[i][0] for i in order[:2]} == {"planner=claude", "planner=gpt"}
+    # one choice per job: the sweep's order; no job is lost or started twice
+    assert spread_order([["tts=parler"], ["tts=voxcpm"], ["tts=piper"]]) == [0, 1, 2]
+    assert spread_order([["a=1"], ["a=1"]]) == [0, 1]
