@@ -7,10 +7,12 @@ components, and ``suite=paper32`` on 2 examples with every model replaced by its
 that differs means a user's existing store is silently recomputed (a module path or version that
 leaks into a key); never regenerate the golden file from the current code to make this pass.
 
-A stand-in copies its real component's name, version, ``reads`` and ``runtime_params`` but not
-its ``output_params``, so the paper32 half pins presets, the engine's inputs and the stand-ins'
-keys, not what a real plugin adds to its keys (library versions, code digests): those change by
-design with the installed packages, which a golden file in CI cannot follow.
+The stand-ins here copy their real component's name, version, ``reads`` and ``runtime_params``
+but neither its ``output_params`` nor its declared parameters (``declarations=False``, as those of
+07ff5fc: every given parameter enters the key), so the paper32 half pins presets, the engine's
+inputs and the stand-ins' keys, not what a real plugin adds to its keys (library versions, code
+digests): those change by design with the installed packages, which a golden file in CI cannot
+follow.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ GOLDEN: dict[str, Any] = json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))
 
 @pytest.fixture(scope="module")
 def standins(tmp_path_factory) -> dict[str, str]:
-    return {"PYTHONPATH": str(make_standin_site(tmp_path_factory.mktemp("standins")))}
+    # as 07ff5fc's stand-ins: no declared parameters (see make_standin_site's declarations)
+    site = make_standin_site(tmp_path_factory.mktemp("standins"), declarations=False)
+    return {"PYTHONPATH": str(site)}
 
 
 def _sweep(name: str, cwd: Path, env: dict[str, str] | None) -> None:

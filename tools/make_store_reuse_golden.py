@@ -65,7 +65,10 @@ def make_standin_site(directory: Path) -> Path:
         from omnistory_core.testing.standins import (  # type: ignore[no-redef]
             make_standin_site as make,
         )
-    return make(directory)
+    try:  # stand-ins that declare no parameters, as 07ff5fc's did
+        return make(directory, declarations=False)  # type: ignore[call-arg]
+    except TypeError:
+        return make(directory)
 
 
 def sha256_file(path: Path) -> str:

@@ -61,31 +61,32 @@ from omnistory_core.hookspecs import hookimpl
 from omnistory_testkit.standins import standin_classes
 
 KEEP = frozenset(KEEP_COMPONENTS)
+DECLARED = DECLARATIONS
 '''
 
 _PLUGIN = """
 
 @hookimpl
 def register_planners(register):
-    for cls in standin_classes("planner", KEEP):
+    for cls in standin_classes("planner", KEEP, DECLARED):
         register(cls)
 
 
 @hookimpl
 def register_backbones(register):
-    for cls in standin_classes("backbone", KEEP):
+    for cls in standin_classes("backbone", KEEP, DECLARED):
         register(cls)
 
 
 @hookimpl
 def register_image_experts(register):
-    for cls in standin_classes("image", KEEP):
+    for cls in standin_classes("image", KEEP, DECLARED):
         register(cls)
 
 
 @hookimpl
 def register_tts_experts(register):
-    for cls in standin_classes("tts", KEEP):
+    for cls in standin_classes("tts", KEEP, DECLARED):
         register(cls)
 """
 
@@ -110,12 +111,15 @@ def make_standin_site(
     evaluators: bool = False,
     keep: Sequence[str] = (),
     models: bool = True,
+    declarations: bool = True,
 ) -> Path:
     """Write the stand-in distribution into ``directory`` and return it (put it on PYTHONPATH).
     ``evaluators``: every metric and judge is replaced by a stand-in too; ``keep``: components
     (``kind/name``, e.g. ``image/nanobanana``) left real (an API component against a local
     server); ``models=False``: the planners, backbones and experts are not (a task's own
-    generation runs as it is)."""
+    generation runs as it is); ``declarations=False``: the stand-ins declare no parameters, as
+    those before 2026-12 did (every given parameter enters the key, also one the real component
+    leaves out at its default): how the store-reuse golden file of 07ff5fc was written."""
     site = Path(directory)
     info = site / f"{DISTRIBUTION.replace('-', '_')}-0.0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -127,6 +131,7 @@ def make_standin_site(
     )
     (info / "RECORD").write_text("", encoding="utf-8")
     plugin = _HEADER.replace("KEEP_COMPONENTS", repr(sorted(set(keep))))
+    plugin = plugin.replace("DECLARATIONS", repr(bool(declarations)))
     plugin += (_PLUGIN if models else "") + (_EVALUATOR_HOOKS if evaluators else "")
     (site / f"{MODULE}.py").write_text(plugin, encoding="utf-8")
     return site
@@ -157,8 +162,9 @@ def _real_components() -> dict[str, list[type]]:
     return found
 
 
-def standin_classes(kind: str, keep: Collection[str] = ()) -> list[type]:
-    """One stand-in class per real component of ``kind`` (but those ``keep`` names)."""
+def standin_classes(kind: str, keep: Collection[str] = (), declarations: bool = True) -> list[type]:
+    """One stand-in class per real component of ``kind`` (but those ``keep`` names); with
+    ``declarations``, a model stand-in declares its real component's parameters."""
     if kind in EVALUATOR_KINDS:
         return [
             _evaluator_standin(kind, real)
@@ -176,7 +182,7 @@ def standin_classes(kind: str, keep: Collection[str] = ()) -> list[type]:
             "reads": tuple(real.reads),
             # the real declaration: the same checks, defaults and config node (a preset of any
             # task composes as with the real component), so the same cache keys
-            "parameters": getattr(real, "parameters", None),
+            "parameters": getattr(real, "parameters", None) if declarations else None,
             "runtime_params": tuple(getattr(real, "runtime_params", ())),
             "description": f"STAND-IN for {real.__module__}.{real.__qualname__}",
             "__module__": __name__,
