@@ -17,6 +17,7 @@ import pickle
 import re
 import wave
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -455,29 +456,53 @@ def test_real_models_transcribe_and_classify_a_male_voice(spoken, tmp_path, monk
     assert sum(r.scores["gender"] for r in results) >= 2  # joe is male: 18/18 clips measured
 
 
+#: eSpeak NG's library, its sample rate, the chunks its callback collects and the callback: one
+#: initialisation per process (a second espeak_Initialize, or a callback freed while eSpeak still
+#: holds its pointer, crashed a worker with a segmentation fault)
+_ESPEAK: dict[str, Any] = {}
+
+
+def _espeak() -> dict[str, Any]:
+    if not _ESPEAK:
+        import ctypes
+
+        loader = pytest.importorskip("espeakng_loader", reason="pip install espeakng-loader")
+        lib = ctypes.CDLL(loader.get_library_path())
+        lib.espeak_Synth.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_uint,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
+        rate = lib.espeak_Initialize(2, 0, str(Path(loader.get_data_path()).parent).encode(), 0)
+        assert rate > 0, "espeak_Initialize failed"
+        chunks: list[np.ndarray] = []
+        callback_type = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
+        )
+
+        def collect(samples, count, _events):  # eSpeak hands over its audio in pieces
+            if count > 0:
+                chunks.append(np.ctypeslib.as_array(samples, shape=(count,)).copy())
+            return 0
+
+        callback = callback_type(collect)
+        lib.espeak_SetSynthCallback(callback)
+        _ESPEAK.update(lib=lib, rate=rate, chunks=chunks, callback=callback)
+    return _ESPEAK
+
+
 def espeak_lines(directory: Path, voice: str, lines: tuple[str, ...]) -> list[Path]:
     """``lines`` spoken by eSpeak NG (the shared library espeakng-loader ships), as 16-bit WAVs
     at eSpeak's own rate, through its synchronous C API."""
-    import ctypes
-
     import soundfile as sf
 
-    loader = pytest.importorskip("espeakng_loader", reason="pip install espeakng-loader")
-    lib = ctypes.CDLL(loader.get_library_path())
-    rate = lib.espeak_Initialize(2, 0, str(Path(loader.get_data_path()).parent).encode(), 0)
-    assert rate > 0, "espeak_Initialize failed"
-    chunks: list[np.ndarray] = []
-    callback_type = ctypes.CFUNCTYPE(
-        ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
-    )
-
-    def collect(samples, count, _events):  # eSpeak hands over its audio in pieces
-        if count > 0:
-            chunks.append(np.ctypeslib.as_array(samples, shape=(count,)).copy())
-        return 0
-
-    callback = callback_type(collect)  # kept referenced while eSpeak may call it
-    lib.espeak_SetSynthCallback(callback)
+    espeak = _espeak()
+    lib, chunks = espeak["lib"], espeak["chunks"]
     assert lib.espeak_SetVoiceByName(voice.encode()) == 0, voice
     out = []
     for n, line in enumerate(lines):
@@ -486,7 +511,7 @@ def espeak_lines(directory: Path, voice: str, lines: tuple[str, ...]) -> list[Pa
         lib.espeak_Synth(text, len(text) + 1, 0, 1, 0, 0, None, None)  # POS_CHARACTER, no flags
         lib.espeak_Synchronize()
         path = directory / f"{voice.replace('+', '_')}_{n}.wav"
-        sf.write(str(path), np.concatenate(chunks), rate, subtype="PCM_16")
+        sf.write(str(path), np.concatenate(chunks), espeak["rate"], subtype="PCM_16")
         out.append(path)
     return out
 
