@@ -51,7 +51,7 @@ def test_the_demo_suite_scores_the_fixture_end_to_end_offline(tmp_path: Path) ->
     assert (board["source"] == "published").sum() == 13 + 24
     assert (sweep / "report" / "index.html").is_file()
     built = json.loads((tmp_path / "out" / "vistory_demo_weights" / "built.json").read_text())
-    assert built == {"version": 1, "seed": 0}
+    assert built == {"version": 2, "seed": 0}
 
 
 def test_the_demo_checkpoints_are_built_deterministically(tmp_path: Path) -> None:

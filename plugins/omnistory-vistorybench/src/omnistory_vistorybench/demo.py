@@ -31,16 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from omnistory_core.api import EvalResult, Metric, Param
+from omnistory_vistorybench.offline import (
+    CSD_TINY,
+    build_aesthetic_head,
+    build_clip,
+    build_csd,
+    build_grounding_dino,
+    build_inception,
+    build_siglip,
+)
 
 #: what the stamp of a built folder records (a change rebuilds)
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 STAMP = "built.json"
-#: the tiny CSD network's sizes (the metric's architecture parameters)
-CSD_TINY: dict[str, int] = dict(
-    image_size=32, patch_size=8, width=32, layers=2, heads=2, embed_dim=16
-)
-#: the grounding tokenizer's words; anything else is [UNK]
-DINO_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "character", "person", "."]
 ARCFACE_PATCH = 16
 
 
@@ -101,173 +104,7 @@ def demo_overrides(root: str | Path, seed: int = 0) -> list[str]:
     ]
 
 
-# -- the builders -------------------------------------------------------------------------------
-
-
-def _seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-
-
-def build_grounding_dino(directory: Path, seed: int = 0) -> Path:
-    """A GroundingDinoForObjectDetection (Swin 8-dim, BERT 32-dim, 12 queries) and its processor
-    (images resized to 128-192 px), saved as the hub's grounding-dino-tiny is."""
-    from transformers import (
-        BertTokenizer,
-        GroundingDinoConfig,
-        GroundingDinoForObjectDetection,
-        GroundingDinoProcessor,
-    )
-
-    try:
-        from transformers import GroundingDinoImageProcessor as ImageProcessor
-    except ImportError:  # pragma: no cover - the PIL backend without torchvision
-        from transformers import GroundingDinoImageProcessorPil as ImageProcessor
-
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab = directory / "vocab.txt"
-    vocab.write_text("\n".join(DINO_VOCAB) + "\n", encoding="utf-8")
-    config = GroundingDinoConfig(
-        backbone_config=dict(
-            model_type="swin",
-            embed_dim=8,
-            depths=[1, 1, 1, 1],
-            num_heads=[1, 1, 1, 1],
-            window_size=4,
-            image_size=32,
-            out_indices=[2, 3, 4],
-        ),
-        text_config=dict(
-            model_type="bert",
-            vocab_size=len(DINO_VOCAB),
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=32,
-        ),
-        # GroupNorm(32, d_model) needs d_model % 32 == 0; two decoder layers for the tied heads
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        num_queries=12,
-        encoder_n_points=1,
-        decoder_n_points=1,
-        max_text_len=16,
-    )
-    _seed(seed)
-    GroundingDinoForObjectDetection(config).save_pretrained(directory)
-    processor = GroundingDinoProcessor(
-        image_processor=ImageProcessor(size={"shortest_edge": 128, "longest_edge": 192}),
-        tokenizer=BertTokenizer(str(vocab)),
-    )
-    processor.save_pretrained(directory)
-    return directory
-
-
-def build_clip(directory: Path, seed: int = 0, image_size: int = 32) -> Path:
-    """A CLIPModel (vision: 32-dim, 2 layers) and its image processor, saved as the hub's."""
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
-
-    _seed(seed)
-    config = CLIPConfig(
-        text_config=dict(
-            vocab_size=64,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            max_position_embeddings=16,
-        ),
-        vision_config=dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=image_size,
-            patch_size=8,
-        ),
-        projection_dim=16,
-    )
-    CLIPModel(config).save_pretrained(directory)
-    CLIPImageProcessor(
-        size={"shortest_edge": image_size},
-        crop_size={"height": image_size, "width": image_size},
-    ).save_pretrained(directory)
-    return directory
-
-
-def build_siglip(directory: Path, seed: int = 0) -> Path:
-    """A SiglipModel (vision: 32-dim, 2 layers, 378 px / patch 14 as so400m) and its processor."""
-    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
-
-    _seed(seed)
-    config = SiglipConfig(
-        text_config=dict(
-            vocab_size=64,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            max_position_embeddings=16,
-        ),
-        vision_config=dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=378,
-            patch_size=14,
-        ),
-    )
-    SiglipModel(config).save_pretrained(directory)
-    SiglipImageProcessor(size={"height": 384, "width": 384}).save_pretrained(directory)
-    return directory
-
-
-def build_aesthetic_head(path: Path, hidden_size: int, seed: int = 0) -> Path:
-    """aesthetic-predictor-v2.5's MLP head for a tower of ``hidden_size``, random."""
-    import torch
-
-    from omnistory_vistorybench.metrics.aesthetic import build_head
-
-    _seed(seed)
-    torch.save(build_head(hidden_size).state_dict(), path)
-    return path
-
-
-def build_csd(path: Path, seed: int = 0) -> Path:
-    """The CSD style network at :data:`CSD_TINY`'s sizes, random, in the official layout."""
-    import torch
-
-    from omnistory_vistorybench.metrics._csd_net import CSDStyleNet
-
-    _seed(seed)
-    torch.save(CSDStyleNet(**CSD_TINY).state_dict(), path)
-    return path
-
-
-def build_inception(path: Path, seed: int = 0) -> Path:
-    """Inception v3 (torchvision's architecture) with variance-keeping random weights, so that
-    its class probabilities depend on the image."""
-    import torch
-
-    from omnistory_vistorybench.metrics._inception_net import build_inception_v3
-
-    _seed(seed)
-    net = build_inception_v3()
-    for module in net.modules():
-        if isinstance(module, torch.nn.Conv2d):
-            torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
-        elif isinstance(module, torch.nn.Linear):
-            torch.nn.init.normal_(module.weight, std=0.05)
-    torch.save(net.state_dict(), path)
-    return path
+# -- ArcFace's stand-in (the other checkpoints: omnistory_vistorybench.offline) ------------------
 
 
 def build_arcface(path: Path, seed: int = 0) -> Path:
@@ -346,15 +183,8 @@ class PromptAlignStandIn(Metric):
 
 
 __all__ = [
-    "CSD_TINY",
     "PromptAlignStandIn",
-    "build_aesthetic_head",
     "build_arcface",
-    "build_clip",
-    "build_csd",
-    "build_grounding_dino",
-    "build_inception",
-    "build_siglip",
     "demo_overrides",
     "demo_weights",
 ]
