@@ -88,3 +88,16 @@ def test_a_variable_its_controls_explain_fully_has_no_partial_correlation():
     # the mean of all three is not explained by two of them: r(omni, text | image, speech) = 1
     r, _, _ = partial_correlation((text + image + speech) / 3, text, controls)
     assert r == pytest.approx(1.0)
+
+
+def test_t_pvalue_is_scipy_stats_t_sf_to_the_last_bit():
+    """The p-value avoids importing scipy.stats (seconds per report) and must give the floats
+    scipy.stats.t.sf gives, so tables written before and after are byte-identical."""
+    from omnistory_report.analysis.correlations import _t_pvalue
+
+    rng = np.random.default_rng(0)
+    for r in [*rng.uniform(-0.999, 0.999, 400), 0.0, 0.5, -0.5]:
+        for dof in (1, 2, 3, 7, 30, 500):
+            t = r * np.sqrt(dof / (1.0 - r * r))
+            assert _t_pvalue(float(r), dof) == float(2.0 * stats.t.sf(abs(t), dof))
+    assert _t_pvalue(1.0, 5) == 0.0 and np.isnan(_t_pvalue(0.3, 0))

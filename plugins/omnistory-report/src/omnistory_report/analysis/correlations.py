@@ -27,14 +27,16 @@ OMNI_PARTIALS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 
 def _t_pvalue(r: float, dof: int) -> float:
-    from scipy import stats
+    # Student's t survival function as scipy.stats.t.sf computes it (stdtr(dof, -t), the same
+    # floats), without importing scipy.stats: about 1.5 s per report, most of a small sweep's
+    from scipy.special import stdtr
 
     if dof <= 0 or not np.isfinite(r):
         return float("nan")
     if abs(r) >= 1.0:
         return 0.0
     t = r * np.sqrt(dof / (1.0 - r * r))
-    return float(2.0 * stats.t.sf(abs(t), dof))
+    return float(2.0 * stdtr(dof, -abs(t)))
 
 
 def stable(value: float, digits: int = 12) -> float:
