@@ -21,6 +21,12 @@ per load).  It returns which stage gets which free device(s) now (:class:`Grant`
    component with less work left than one load is never spread; until its calls and load are
    measured, none is added.
 
+4. **A pre-load** (an ask with ``preload``: a job whose expert waits for its first plans) takes
+   a device that is still free after the stages with calls were placed, for a component loaded
+   nowhere, running nowhere, asked for by no stage with calls, and with calls still expected
+   (the sweep's outlook): the load that component's first replica will need happens while the
+   plans are being made instead of after them.  Rule 1 then gives that device to the stage.
+
 A stage never gets more replicas than its calls would keep busy (``ceil(calls / batch_size)``).
 A tensor-parallel component (``need`` devices per replica) gets its devices together: a stage
 that waits for several keeps the ones that free up, so single-device stages cannot starve it.
@@ -52,8 +58,12 @@ class Ask:
     keys: frozenset[str] = frozenset()
     replicas: int = 0
     since: float = 0.0  # when it started waiting
+    #: no calls yet: one replica to load the component before its stage asks (rule 4)
+    preload: bool = False
 
     def wants_more(self) -> bool:
+        if self.preload:
+            return self.replicas == 0
         return bool(self.keys) and self.replicas < math.ceil(len(self.keys) / max(1, self.batch))
 
 
@@ -129,7 +139,7 @@ def place(
         grants.append(Grant(ask.id, tuple(devices)))
 
     def order() -> list[Ask]:
-        waiting = [a for a in asks if a.wants_more()]
+        waiting = [a for a in asks if a.wants_more() and not a.preload]
         return sorted(waiting, key=lambda a: _urgency(a, asks, running, measures), reverse=True)
 
     # 1. warm first
@@ -164,6 +174,15 @@ def place(
                 continue
             if left / running[ask.spec] <= load_s + call_s:
                 continue  # the replicas running finish it sooner than a load and a call
+        free.sort(key=lambda d: _kept_for(d, warm, asks, measures))
+        grant(ask, free[: ask.need])
+    # 4. pre-loads, on the devices no stage with calls took
+    asked = {a.spec for a in asks if not a.preload}
+    for ask in sorted((a for a in asks if a.preload and a.wants_more()), key=lambda a: a.since):
+        if len(free) < ask.need or ask.spec in asked or warm.get(ask.spec):
+            continue
+        if running.get(ask.spec, 0) or measures.expected.get(ask.component, 0) <= 0:
+            continue
         free.sort(key=lambda d: _kept_for(d, warm, asks, measures))
         grant(ask, free[: ask.need])
     return grants

@@ -1,9 +1,10 @@
 """The sweep scheduler's placement rules (``omnistory_core.engine.placement.place``), one moment
 at a time: warm devices first and generation before evaluation there, a first replica where
 little is kept for the loaded models, one more replica only where the remaining work per
-running replica outweighs a load, a stage waiting for its busy warm device unless the wait would
-cost more than a load, tensor-parallel stages gathering their devices; and the order a parallel
-sweep's jobs start in (the launcher's ``spread_order``)."""
+running replica outweighs a load, a pre-load only on a device left over for a model loaded
+nowhere, a stage waiting for its busy warm device unless the wait would cost more than a load,
+tensor-parallel stages gathering their devices; and the order a parallel sweep's jobs start in
+(the launcher's ``spread_order``)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,30 @@ def test_no_stage_gets_more_replicas_than_its_calls_keep_busy() -> None:
     one = _ask(1, "image/dev", keys={"a"})
     measures = Measures(call_s={"spec-image/dev": 1.0}, load_s={"image/dev": 0.0})
     assert place(["0", "1", "2"], [one], {}, {}, measures, now=0.0) == [Grant(1, ("0",))]
+
+
+def test_a_pre_load_takes_a_device_no_stage_needs_for_a_model_loaded_nowhere() -> None:
+    measures = Measures(expected={"image/dev": 10, "tts/parler": 10, "tts/voxcpm": 0})
+    dev = _ask(1, "image/dev", keys=(), preload=True)
+    # a stage with calls is placed first; the pre-load gets the device left over
+    judge = _ask(2, "judge/text")
+    assert place(["0", "1"], [dev, judge], {}, {}, measures, now=0.0) == [
+        Grant(2, ("0",)),
+        Grant(1, ("1",)),
+    ]
+    dev, judge = _ask(1, "image/dev", keys=(), preload=True), _ask(2, "judge/text")
+    assert place(["0"], [dev, judge], {}, {}, measures, now=0.0) == [Grant(2, ("0",))]
+    # loaded already (or loading, or its stage asks itself): nothing to pre-load
+    again = _ask(1, "image/dev", keys=(), preload=True)
+    assert place(["1"], [again], _warm(image_dev="0"), {}, measures, now=0.0) == []
+    asking = _ask(3, "image/dev", replicas=1)
+    assert place(["1"], [again, asking], {}, {}, measures, now=0.0) == []
+    # two jobs pre-loading the same model: one load; no calls expected: none
+    twice = [_ask(1, "tts/parler", (), preload=True), _ask(2, "tts/parler", (), preload=True)]
+    assert place(["0", "1"], twice, {}, {}, measures, now=0.0) == [Grant(1, ("0",))]
+    idle = _ask(1, "tts/voxcpm", keys=(), preload=True)
+    assert place(["0"], [idle], {}, {}, measures, now=0.0) == []
+    assert place(["0"], [idle], {}, {}, Measures(), now=0.0) == []
 
 
 def test_the_jobs_that_start_first_cover_the_sweep_s_choices() -> None:
