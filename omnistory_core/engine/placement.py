@@ -18,8 +18,13 @@ per load).  It returns which stage gets which free device(s) now (:class:`Grant`
    (seconds; the remaining work is the component's distinct calls not yet handed out, over every
    stage asking, and its expected calls still to come when the sweep says so, by its measured call
    time), the condition for the component to finish sooner despite the new replica's load.  So a
-   component with less work left than one load is never spread; until its calls and load are
-   measured, none is added.
+   component with less work left than one load is never spread.  Until its own calls and load
+   are measured (its first replica still loading), the sweep's other components' mean times
+   stand for them; with nothing measured at all, none is added.  The new replica does not take
+   a free device kept for another model: one where a model that runs nowhere is loaded and has
+   work left (asked for, or in the outlook: an evaluator whose next items are about to be
+   final), so that its stage, when it asks, finds its model loaded rather than every device
+   taken by one component's spread.
 
 4. **A pre-load** (an ask with ``preload``: a job whose expert waits for its first plans) takes
    a device that is still free after the stages with calls were placed, for a component loaded
@@ -35,7 +40,7 @@ that waits for several keeps the ones that free up, so single-device stages cann
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["GENERATION_KINDS", "Ask", "Grant", "Measures", "place"]
@@ -85,9 +90,17 @@ class Grant:
     devices: tuple[str, ...]
 
 
-def _remaining(spec: str, asks: Sequence[Ask], measures: Measures) -> float | None:
-    """Seconds of work left for ``spec`` (None: its call time is not measured yet)."""
-    call_s = measures.call_s.get(spec)
+def _mean(values: Iterable[float]) -> float | None:
+    known = list(values)
+    return sum(known) / len(known) if known else None
+
+
+def _remaining(
+    spec: str, asks: Sequence[Ask], measures: Measures, call_s: float | None = None
+) -> float | None:
+    """Seconds of work left for ``spec`` (None: its call time is not measured yet; ``call_s``:
+    the time to count a call at instead of the measured one)."""
+    call_s = call_s if call_s is not None else measures.call_s.get(spec)
     if call_s is None:
         return None
     mine = [a for a in asks if a.spec == spec]
@@ -162,19 +175,25 @@ def place(
     for ask in wide[:1] + [a for a in order() if a not in wide[:1]]:
         if len(free) < ask.need or not ask.wants_more():
             continue
-        load_s = measures.load_s.get(ask.component)
         loaded_on = warm.get(ask.spec, frozenset())
+        kept: set[str] = set()
         if running.get(ask.spec, 0) == 0:
             if loaded_on and not _load_elsewhere(ask, loaded_on, holders, asks, measures, now):
                 continue
         else:
-            left = _remaining(ask.spec, asks, measures)
-            call_s = measures.call_s.get(ask.spec)
-            if load_s is None or left is None or call_s is None:
+            # not measured yet for this component: the sweep's other components' times (a
+            # first replica's load would otherwise keep every other device idle meanwhile)
+            call_s = measures.call_s.get(ask.spec) or _mean(measures.call_s.values())
+            load_s = measures.load_s.get(ask.component) or _mean(measures.load_s.values())
+            if load_s is None or call_s is None:
                 continue
+            left = _remaining(ask.spec, asks, measures, call_s) or 0.0
             if left / running[ask.spec] <= load_s + call_s:
                 continue  # the replicas running finish it sooner than a load and a call
-        free.sort(key=lambda d: _kept_for(d, warm, asks, measures))
+            kept = _kept_for_idle(ask, free, warm, asks, running, measures)
+            if len([d for d in free if d not in kept]) < ask.need:
+                continue
+        free.sort(key=lambda d: (d in kept, _kept_for(d, warm, asks, measures)))
         grant(ask, free[: ask.need])
     # 4. pre-loads, on the devices no stage with calls took
     asked = {a.spec for a in asks if not a.preload}
@@ -209,6 +228,31 @@ def _load_elsewhere(
     if known and min(known) > load_s:
         return True
     return now - ask.since >= load_s
+
+
+def _kept_for_idle(
+    ask: Ask,
+    free: Sequence[str],
+    warm: Mapping[str, frozenset[str]],
+    asks: Sequence[Ask],
+    running: Mapping[str, int],
+    measures: Measures,
+) -> set[str]:
+    """Free devices ``ask`` should not spread to: for each other model that runs nowhere but
+    has work left (asked for, or to come by the sweep's outlook: an evaluator whose next items
+    are about to be final), one free device where it is loaded.  Taking that device too would make
+    the model load elsewhere, or wait for this component's last call, when it asks."""
+    kept: set[str] = set()
+    for spec, loaded_on in warm.items():
+        on = loaded_on & frozenset(free)
+        if spec == ask.spec or running.get(spec, 0) or not on or on & kept:
+            continue
+        component = next((a.component for a in asks if a.spec == spec), None)
+        component = component or measures.components.get(spec, "")
+        asked = any(a.spec == spec and a.keys for a in asks)
+        if asked or measures.expected.get(component, 0) > 0:
+            kept.add(min(on))
+    return kept
 
 
 def _kept_for(device: str, warm: Mapping[str, frozenset[str]], asks, measures) -> float:
