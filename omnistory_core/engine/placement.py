@@ -24,7 +24,8 @@ per load).  It returns which stage gets which free device(s) now (:class:`Grant`
    a free device kept for another model: one where a model that runs nowhere is loaded and has
    work left (asked for, or in the outlook: an evaluator whose next items are about to be
    final), so that its stage, when it asks, finds its model loaded rather than every device
-   taken by one component's spread.
+   taken by one component's spread.  While other components ask for devices too, it spreads to
+   at most its share of the devices, in proportion to its share of their remaining work.
 
 4. **A pre-load** (an ask with ``preload``: a job whose expert waits for its first plans) takes
    a device that is still free after the stages with calls were placed, for a component loaded
@@ -190,6 +191,9 @@ def place(
             left = _remaining(ask.spec, asks, measures, call_s) or 0.0
             if left / running[ask.spec] <= load_s + call_s:
                 continue  # the replicas running finish it sooner than a load and a call
+            devices = len(free) + sum(running.values())
+            if running[ask.spec] >= _fair_share(ask, asks, measures, devices):
+                continue  # the other components asking now need the devices left
             kept = _kept_for_idle(ask, free, warm, asks, running, measures)
             if len([d for d in free if d not in kept]) < ask.need:
                 continue
@@ -228,6 +232,24 @@ def _load_elsewhere(
     if known and min(known) > load_s:
         return True
     return now - ask.since >= load_s
+
+
+def _fair_share(ask: Ask, asks: Sequence[Ask], measures: Measures, devices: int) -> int:
+    """The most replicas ``ask``'s component spreads to while other components ask for devices
+    too: the devices in proportion to its share of their remaining work (at least one).  A
+    stage asking for a few calls stands for its component's work to come (an evaluator's next
+    items, a batch behind), so the first component to ask does not take every device."""
+    call_guess = _mean(measures.call_s.values()) or 1.0
+    work: dict[str, float] = {}
+    for other in asks:
+        if other.preload or not other.keys or other.spec in work:
+            continue
+        call_s = measures.call_s.get(other.spec, call_guess)
+        work[other.spec] = _remaining(other.spec, asks, measures, call_s) or 0.0
+    total = sum(work.values())
+    if len(work) < 2 or total <= 0:
+        return devices  # no other component asks: every device
+    return max(1, round(devices * work.get(ask.spec, 0.0) / total))
 
 
 def _kept_for_idle(

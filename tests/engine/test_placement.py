@@ -2,7 +2,8 @@
 at a time: warm devices first and generation before evaluation there, a first replica where
 little is kept for the loaded models, one more replica only where the remaining work per
 running replica outweighs a load (by the sweep's other components' times until its own are
-measured) and not on a device kept for an idle model with work to come, a pre-load only on a
+measured), to its share of the devices while others ask, and not on a device kept for an idle
+model with work to come, a pre-load only on a
 device left over for a model loaded nowhere, a stage waiting for its busy warm device unless the
 wait would cost more than a load, tensor-parallel stages gathering their devices; and the order
 a parallel sweep's jobs start in (the launcher's ``spread_order``)."""
@@ -98,6 +99,28 @@ def test_spreading_leaves_a_device_to_a_loaded_model_with_work_to_come() -> None
     done = Measures(measures.call_s, measures.load_s, components=measures.components)
     clip = _ask(1, "metric/clip", keys={f"c{n}" for n in range(39)}, replicas=1)
     assert place(["1"], [clip], warm, {}, done, now=0.0) == [Grant(1, ("1",))]
+
+
+def test_while_others_ask_a_component_spreads_to_its_share_of_the_devices() -> None:
+    """The judge asks with all its twenty items, clip with the first few of its forty (the rest
+    is a batch behind, in the outlook): the judge does not take every free device."""
+    measures = Measures(
+        call_s={"spec-metric/clip": 1.0, "spec-judge/text": 1.0},
+        load_s={"metric/clip": 5.0, "judge/text": 5.0},
+        expected={"metric/clip": 40},
+    )
+    judge = _ask(1, "judge/text", keys={f"j{n}" for n in range(20)}, replicas=1)
+    clip = _ask(2, "metric/clip", keys={"c0"}, replicas=1)
+    # four devices, a third of the work: one replica
+    assert place(["2", "3"], [judge, clip], {}, {}, measures, now=0.0) == []
+    # clip's next batch asks: it spreads to its share, three
+    more = _ask(3, "metric/clip", keys={f"c{n}" for n in range(1, 40)})
+    grants = place(["2", "3"], [judge, clip, more], {}, {}, measures, now=0.0)
+    assert [g.ask for g in grants] == [3]
+    assert [g.ask for g in place(["3"], [judge, clip, more], {}, {}, measures, now=0.0)] == [3]
+    # alone, the judge spreads as its work per replica allows
+    judge = _ask(1, "judge/text", keys={f"j{n}" for n in range(20)}, replicas=1)
+    assert place(["2", "3"], [judge], {}, {}, measures, now=0.0) == [Grant(1, ("2",))]
 
 
 def test_a_stage_waits_for_its_busy_warm_device_unless_that_costs_more_than_a_load() -> None:
