@@ -514,7 +514,7 @@ class OmnistoryLauncher(Launcher):
                     running[idx] = (proc, overrides)
                     spawned[idx] = time.time()
                 time.sleep(0.05)
-                if running:
+                if running and (results or self._experts_started()):
                     self._attach_stream()
                 self._learn_a_need()
                 for idx, (proc, overrides) in list(running.items()):
@@ -552,6 +552,16 @@ class OmnistoryLauncher(Launcher):
                 proc.wait()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return [results[idx] for idx in sorted(results)]
+
+    def _experts_started(self) -> bool:
+        """Whether a job's expert stage has started (``.progress/job-N.keys.json``): no item is
+        final before that, so the evaluation's stream, whose evaluators' configs take a while to
+        compose, is built then rather than while the first jobs start on the same CPU cores."""
+        from omnistory_core.engine.sweep_progress import PROGRESS_DIR
+
+        assert self.config is not None
+        progress = Path(str(self.config.hydra.sweep.dir)) / PROGRESS_DIR
+        return next(progress.glob("job-*.keys.json"), None) is not None
 
     def _starting(self, running: Mapping[int, Any], spawned: Mapping[int, float]) -> bool:
         """With the sweep's scheduler, whether as many jobs are starting as the machine has CPU

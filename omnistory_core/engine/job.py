@@ -14,7 +14,10 @@ goes on for the rest.  Each wave's items are the ones the full stage gives those
 same keys, inputs and claiming through the store's locks), so the calls, records and job outputs
 are those of the stage-major order; only when they are made changes.  Where the model would be
 loaded again per wave (a component in this process, no pool) or the pool's memory budget cannot
-hold the job's models together, the order stays stage-major.
+hold the job's models together, the order stays stage-major.  While an expert waits for its
+first wave, its model is *pre-loaded* where the sweep's scheduler has a device to spare
+(:meth:`~omnistory_core.engine.replicas.ReplicaRunner.preload`): the load its first wave needs
+happens while the plans are being made.
 """
 
 from __future__ import annotations
@@ -288,7 +291,20 @@ def _run_job(
         finally:
             lazy.release()
 
-    waves = _Waves(walk, early, compute) if early and not cache_only else None
+    waves = None
+    if early and not cache_only:
+
+        def preload(component: Component) -> Callable[..., None] | None:
+            start = getattr(devices, "preload", None)
+            if start is None:
+                return None
+
+            def loaded() -> None:
+                stats[component.key()].loads += 1
+
+            return start(component, loaded)
+
+        waves = _Waves(walk, early, compute, preload)
 
     def answer(stage: Stage) -> Answers:
         if waves is None:
@@ -326,8 +342,12 @@ class _Waves:
         walk: JobWalk,
         groups: tuple[str, ...],
         compute: Callable[..., dict[int, CallRecord | Failure]],
+        preload: Callable[[Component], Callable[..., None] | None] | None = None,
     ):
         self.walk = walk
+        #: starts a pre-load of an expert's component while it waits for its first wave
+        #: (:meth:`~omnistory_core.engine.replicas.ReplicaRunner.preload`); returns its stop
+        self.preload = preload
         self.groups = groups
         self.compute = compute
         self.plans: dict[int, CallRecord | Failure] = {}
@@ -400,8 +420,13 @@ class _Waves:
 
     def _run(self, group: str) -> None:
         done: set[int] = set()
+        # the first plans take a while (job start-up, the planner's calls): the model's load,
+        # which the first wave needs anyway, goes on meanwhile on a device no stage needs now
+        stop = self.preload(self.walk.components[group]) if self.preload else None
         try:
             while (answers := self._next(group, done)) is not None:
+                if stop is not None:
+                    stop()  # the wave's stage asks for itself from now on
                 examples = [ex for ex in self.walk.examples if ex.index in answers]
                 records = self.compute(self.walk.wave(group, answers, examples))
                 self.results[group].update(records)
@@ -410,6 +435,9 @@ class _Waves:
             with self._cond:
                 self.errors.append(exc)
                 self._cond.notify_all()
+        finally:
+            if stop is not None:
+                stop(wait=True)
 
 
 def store_for(output_root: str | Path) -> Store:

@@ -183,6 +183,73 @@ class ReplicaRunner:
     def wants(self, component: Component) -> bool:
         return gpus_needed(component) > 0
 
+    # -- before a stage ------------------------------------------------------------------------
+    def preload(
+        self, component: Component, on_load: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
+        """Ask the sweep's scheduler to load ``component`` on a device that no stage needs now
+        (a *pre-load*, :func:`~omnistory_core.engine.placement.place` rule 4), in a thread:
+        its stage, waiting for plans, then finds the model loaded instead of loading it after
+        them.  Computes no call: the store, claims and keys are untouched, and a pre-load that
+        fails or dies leaves the load to the stage.  Returns ``stop``: no pre-load starts after
+        it (one under way finishes); ``stop(wait=True)`` also waits for it.  ``on_load``: told
+        when the pre-load loaded the model (a job's stats count it)."""
+        if self.warm is None or gpus_needed(component) != 1:
+            return _no_preload
+        from omnistory_core.engine.pool import component_spec
+
+        hello = {
+            "component": component.key(),
+            "spec": component_spec(component),
+            "kind": component.kind,
+            "need": 1,
+            "keys": [],
+            "pid": os.getpid(),
+            "preload": True,
+        }
+        ticket = open_ticket(self.warm, hello)
+        if ticket is None:
+            return _no_preload
+        stopped = threading.Event()
+
+        def work() -> None:
+            try:
+                while not stopped.is_set():
+                    granted = ticket.grant()
+                    if granted is None:
+                        continue
+                    if stopped.is_set():
+                        ticket.free(granted)  # the stage asks for itself now
+                        return
+                    lease = self.pool.try_acquire(len(granted), granted, only=True)
+                    if lease is None:
+                        ticket.send({"op": "busy", "devices": granted})
+                        return
+                    replica = self._replica(component, lease)
+                    try:
+                        if replica.worker.load() is not False and on_load is not None:
+                            on_load()
+                    finally:
+                        _close(replica)
+                        ticket.free(granted)
+                    return
+            except SchedulerGone:
+                return
+            except Exception as exc:  # noqa: BLE001 - the stage loads it, and reports why not
+                log.info("%s: pre-load failed: %s: %s", component.key(), type(exc).__name__, exc)
+            finally:
+                ticket.close()
+
+        thread = threading.Thread(target=work, name=f"preload-{component.key()}", daemon=True)
+        thread.start()
+
+        def stop(wait: bool = False) -> None:
+            stopped.set()
+            if wait:
+                thread.join()
+
+        return stop
+
     # -- one stage ----------------------------------------------------------------------------
     def run(self, stage: StageRun) -> None:
         need = gpus_needed(stage.component)
@@ -457,6 +524,10 @@ class _Loader:
             self.stage.count_load()
             outputs = self.worker.run_batch(items)
         return outputs
+
+
+def _no_preload(wait: bool = False) -> None:
+    """:meth:`ReplicaRunner.preload` where there is nothing to pre-load."""
 
 
 def _short(keys: list[str]) -> list[str]:

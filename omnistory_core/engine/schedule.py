@@ -9,6 +9,11 @@ device, seeing every stage that asks, the calls each has not handed out, where e
 loaded (the pool's servers) and the call and load times measured so far
 (:func:`omnistory_core.engine.placement.place` says how).
 
+A job whose experts wait for their first plans asks for a *pre-load* of each expert's component
+(``preload`` in its ask, no keys): granted a device no stage with calls takes, it loads the
+component's pool server there and gives the device back, so that its stage finds it warm
+(:func:`~omnistory_core.engine.placement.place`, rule 4).
+
 A stage asks over a socket (:class:`Ticket`): it sends its component and the short keys of the
 calls it has not handed out, again whenever they change, and gets ``grant`` messages naming
 device(s); it takes each device's lock (:class:`~omnistory_core.engine.devices.DevicePool`, as
@@ -316,7 +321,8 @@ class Scheduler:
                 self.holder[device] = grant.ask
             client.held.append(devices)
             assert client.ask is not None
-            self._note(f"grant {','.join(devices)} to {client.ask.component} (stage {grant.ask})")
+            what = "pre-load" if client.ask.preload else "stage"
+            self._note(f"grant {','.join(devices)} to {client.ask.component} ({what} {grant.ask})")
             self._send(client, {"op": "grant", "devices": devices})
 
     def _note(self, text: str) -> None:
@@ -333,7 +339,9 @@ class Scheduler:
                 del self.holder[device]
         if devices in client.held:
             client.held.remove(devices)
-        if client.ask is not None:
+        if client.ask is not None and client.ask.preload:
+            client.ask = None  # one load, done (or given back): it asks for nothing more
+        elif client.ask is not None:
             client.ask.replicas = len(client.held)
 
     def handle(self, ident: int, message: dict[str, Any]) -> None:
@@ -349,6 +357,7 @@ class Scheduler:
                 batch=int(message.get("batch", 1)),
                 keys=frozenset(message.get("keys") or ()),
                 since=time.monotonic(),
+                preload=bool(message.get("preload", False)),
             )
         elif op == "keys" and client.ask is not None:
             client.ask.keys = frozenset(message.get("keys") or ())

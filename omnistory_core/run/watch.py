@@ -114,8 +114,31 @@ class SweepWatch:
         except Exception as exc:  # noqa: BLE001 - the end-of-sweep evaluation scores it all
             log.warning("sweep watch: %s: %s", type(exc).__name__, exc)
         if self.stream is not None:
-            self.stream.finish()
+            self._finish_stream(self.stream)
         _RUNNING.pop(str(self.sweep_dir.resolve()), None)
+
+    def _finish_stream(self, stream: Any) -> None:
+        """The stream's last batches, with the outlook kept current meanwhile: the scheduler
+        keeps a device for an evaluator with work to come (its placement rules), so the work
+        an evaluator has done must leave the outlook, not stay as it was at the last job's end."""
+        from omnistory_core.engine.schedule import write_outlook
+
+        done = threading.Event()
+
+        def refresh() -> None:
+            while not done.wait(self.poll_s):
+                try:  # generation is over: only the evaluators have work left
+                    write_outlook(self.pool, dict(stream.expected()))
+                except Exception as exc:  # noqa: BLE001 - the outlook stays as it was
+                    log.debug("sweep watch: outlook not refreshed: %s", exc)
+
+        thread = threading.Thread(target=refresh, name="sweep-watch-outlook", daemon=True)
+        thread.start()
+        try:
+            stream.finish()
+        finally:
+            done.set()
+            thread.join()
 
     # -- the thread ---------------------------------------------------------------------------
     def _loop(self) -> None:

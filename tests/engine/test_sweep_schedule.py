@@ -6,6 +6,8 @@
   with the same calls and cache hits counted and no call made twice.
 * A component whose remaining work is less than one load is not spread: jobs that share it use
   one replica, loaded once, on one device.
+* While the hosted planners make the first plans, the experts' models are pre-loaded on devices
+  no stage needs, and the experts' stages then use those replicas (loads = pairs).
 * ``kill -9`` of the scheduler mid-sweep: every stage goes on leasing devices on its own; nothing
   is lost (every output and score is there, a rerun makes no call) and no call is made twice.
 
@@ -218,3 +220,34 @@ def test_a_task_with_its_own_evaluation_is_scored_as_its_jobs_end(tmp_path: Path
         made = "metric/csd: 2 call(s) made while the sweep ran (evaluate sooner)"
         assert (made in proc.stdout + proc.stderr) is (mode == "true")
     assert outputs["true"] == outputs["false"]
+
+
+def test_experts_load_while_their_first_plans_are_made_and_use_those_replicas(
+    tmp_path: Path,
+) -> None:
+    """A pre-load: while the jobs' hosted planners make the first plans, the scheduler loads the
+    experts on devices no stage needs, and the experts' stages then run there: no model loaded
+    twice on a device nor anywhere its component makes no call, no call made twice."""
+    env = standin_env(tmp_path, CALL_S, load_s=LOAD_S)
+    # planners slow enough that the sweep's watch tells the scheduler the experts' work to come
+    # before the first plan is done
+    env["OMNISTORY_STANDIN_DELAYS"] = json.dumps({"planner/claude": 3.0, "planner/gpt": 3.0})
+    proc = run_cli(
+        "-m", "planner=claude,gpt", "image=kontext", "tts=parler",
+        *COMMON, "engine.devices=[0,1]", cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = lines(tmp_path / "calls.jsonl")
+    assert max(Counter(c["digest"] for c in calls).values()) == 1, "a call was made twice"
+    loads = lines(tmp_path / "loads.jsonl")
+    first_plan = min(c["end"] for c in calls if c["component"].startswith("planner/"))
+    early = {e["component"] for e in loads if e["start"] < first_plan}
+    assert early == {"image/kontext", "tts/parler"}, loads
+    log = (tmp_path / SWEEP / ".pool/scheduler.log").read_text()
+    assert "(pre-load" in log, log
+    # each load on its own (component, device), and each used there by the component's calls
+    pairs = Counter((e["component"], e["devices"]) for e in loads)
+    assert max(pairs.values()) == 1, pairs
+    used = {(c["component"], c["devices"]) for c in calls if c["gpus"]}
+    assert set(pairs) <= used, (pairs, used)
+    assert len(job_outputs(tmp_path / SWEEP, JOBS)) == 3 * LIMIT * len(JOBS)

@@ -8,10 +8,13 @@ task with its own evaluation, each job directory once its job is done
 the items that reached it since its last batch and scores them as one stage
 (:func:`~omnistory_core.engine.stage.run_stage`, then its stage-end pass), on the sweep's devices
 through its scheduler and warm pool: evaluator-major per batch, one thread per evaluator, so
-they run side by side.  Every item is keyed exactly as the evaluation at the sweep's end keys it
-(the same pools, :func:`omnistory_eval.plan.planned_pool`, and units), so that evaluation finds
-their records in the store: the same keys, records, rows and ``scores.jsonl``, byte for byte, as
-when everything is scored at the end.  What this stream computed is counted there as computed
+they run side by side.  On devices an evaluator's next batch does not wait for the one before
+it (the scheduler then sees all of its work at once and spreads it); in this process, where the
+model is loaded once for the stream, its batches run one after another.  Every item is keyed
+exactly as the evaluation at the sweep's end keys it (the same pools,
+:func:`omnistory_eval.plan.planned_pool`, and units), so that evaluation finds their records in
+the store: the same keys, records, rows and ``scores.jsonl``, byte for byte, as when everything
+is scored at the end.  What this stream computed is counted there as computed
 (:data:`PRIOR`: calls and model loads in ``evaluation_stats.json`` as without it).
 
 Nothing here writes the scores table: the stream only fills the store, so a sweep killed while
@@ -74,11 +77,16 @@ class _Lane:
                 self.stream.cond.notify_all()
 
     def _run(self) -> None:
-        from omnistory_core.engine.stage import run_stage
-        from omnistory_eval.runner import ResultStore, _finalize
+        from omnistory_eval.runner import ResultStore
 
         # a ResultStore stands in for the Store (get and put filtered, the rest delegated)
         store = cast("Store", ResultStore(self.stream.store))
+        devices = self.stream.devices
+        # on devices, a batch does not wait for the one before it: items that became final
+        # while a small batch's replica loads are scored beside it, so the scheduler sees all
+        # of the evaluator's work and spreads it (in this process, one model: one at a time)
+        beside = devices is not None and devices.wants(self.evaluator)
+        running: list[threading.Thread] = []
         while True:
             with self.stream.cond:
                 while not self.queue and not self.stream.closing:
@@ -88,24 +96,47 @@ class _Lane:
                 break
             if self.broken:
                 continue
-            items = [StageItem(n, inputs) for n, inputs in enumerate(batch)]
-            try:
-                outcomes = run_stage(
-                    self.lazy, items, store, advance=None, devices=self.stream.devices
+            if beside:
+                thread = threading.Thread(
+                    target=self._score,
+                    args=(store, batch, LazyComponent(self.evaluator, ComponentStats())),
+                    name=f"sooner-{self.evaluator.key()}-batch",
+                    daemon=True,
                 )
-                _finalize(self.evaluator, outcomes, store, self.stream.devices)
-            except Exception as exc:  # noqa: BLE001 - the end-of-sweep evaluation scores them
-                log.warning(
-                    "%s: scoring during generation stopped (%s: %s); the evaluation at the"
-                    " sweep's end scores its items",
-                    self.evaluator.key(),
-                    type(exc).__name__,
-                    exc,
-                )
-                self.broken = True
-            with self.stream.cond:
-                self.done += len(batch)
+                thread.start()
+                running.append(thread)
+            else:
+                self._score(store, batch, self.lazy)
+        for thread in running:
+            thread.join()
         self.lazy.release()
+
+    def _score(self, store: Store, batch: list[dict[str, Any]], lazy: LazyComponent) -> None:
+        """One batch, evaluator-major: its stage and its stage-end pass; its counts added to
+        the lane's."""
+        from omnistory_core.engine.stage import run_stage
+        from omnistory_eval.runner import _finalize
+
+        items = [StageItem(n, inputs) for n, inputs in enumerate(batch)]
+        try:
+            outcomes = run_stage(lazy, items, store, advance=None, devices=self.stream.devices)
+            _finalize(self.evaluator, outcomes, store, self.stream.devices)
+        except Exception as exc:  # noqa: BLE001 - the end-of-sweep evaluation scores them
+            log.warning(
+                "%s: scoring during generation stopped (%s: %s); the evaluation at the"
+                " sweep's end scores its items",
+                self.evaluator.key(),
+                type(exc).__name__,
+                exc,
+            )
+            self.broken = True
+        with self.stream.cond:
+            if lazy is not self.lazy:
+                for name in ("calls", "cache_hits", "failures", "loads"):
+                    setattr(self.stats, name, getattr(self.stats, name) + getattr(lazy.stats, name))
+                self.stats.computed |= lazy.stats.computed
+                lazy.release()
+            self.done += len(batch)
 
 
 class SoonerEvaluation:
