@@ -70,15 +70,13 @@ phase install
 # modules from source again, and each pytest worker would rewrite every test module again.  The
 # repository's bytecode goes to __pycache__/ (ignored by git), written once.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m compileall -q -j 2 omnistory_core plugins/*/src >/dev/null
+.venv/bin/python -m compileall -q -j 2 omnistory_core hydra_plugins plugins/*/src >/dev/null
 phase "bytecode"
 
-# ruff check, ruff format --check and pyright run beside the main tests, not before them (each
-# is mostly one core for a minute or two, which the tests' two workers share): a lint or type
-# error still stops the command as soon as lint ends, with the main tests killed
-lint_log=$(mktemp)
-bash scripts/lint.sh >"$lint_log" 2>&1 &
-lint_pid=$!
+# ruff check, ruff format --check and pyright before anything slow: a lint or type error fails
+# in a minute or two instead of after the whole test run
+bash scripts/lint.sh
+phase lint
 
 # the documentation site: a broken link or anchor, a page left out of the navigation, a missing
 # included file or a reference page older than its declarations (scripts/mkdocs_hooks.py) fails
@@ -104,45 +102,12 @@ run_pytest() {
   [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"
 }
 
-# the tests in .venvs/tts, one process after the other, started as soon as that environment is
-# built and run beside the main tests (their output is printed when the main tests end):
-# the tests marked `tts_env`, the TTS experts' own tests, and ViStoryBench's checks against
-# torchvision (Inception and CSD preprocessing, the Inception network, RetinaFace's ResNet-50
-# body and NMS), which need a torchvision that matches its torch: this environment has one
-# (torch 2.9.1, torchvision 0.24.1; the main one's CPU torch has none that imports); they fail
-# here instead of skipping
-tts_tests() {
-  run_pytest .venv/bin/python -m pytest -q -p no:xdist -m tts_env "$@"
-  phase "tests marked tts_env"
-  .venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
-    plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests
-  phase "TTS experts' tests"
-  OMNISTORY_REQUIRE_TORCHVISION=1 PYTHONPATH=plugins/omnistory-vistorybench/src \
-    .venvs/tts/bin/python -m pytest -q -p no:cacheprovider -k torchvision \
-    plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_inception.py \
-    plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_csd.py \
-    plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_retinaface_torchvision.py
-  phase "torchvision checks"
-}
+# two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
+run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" \
+  --durations=15 "$@"
+phase "main tests"
 
-# the main tests, in a process group of their own (a failed lint or TTS build kills all of
-# them); two workers by default (PYTEST_WORKERS=0 runs in one process, e.g. to debug a test)
-main_start=$SECONDS
-setsid bash -c 'rc=0; "$@" || rc=$?; [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"' main-tests \
-  .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m "not tts_env" --durations=15 "$@" &
-main_pid=$!
-tts_tests_pid=
-trap 'for g in "$tts_pid" "$main_pid" "$tts_tests_pid"; do
-  [ -z "$g" ] || kill -- "-$g" 2>/dev/null || true; done' EXIT
-
-if ! wait "$lint_pid"; then
-  cat "$lint_log" >&2
-  echo "error: lint failed (bash scripts/lint.sh); the main tests were stopped" >&2
-  exit 1
-fi
-cat "$lint_log"
-echo "test.sh phase: lint (beside the main tests) $((SECONDS - main_start)) s" >&2
-
+echo "waiting for the TTS environment (.venvs/tts, log: $tts_log)"
 if ! wait "$tts_pid"; then
   tts_pid=
   tail -n 40 "$tts_log" >&2
@@ -150,23 +115,19 @@ if ! wait "$tts_pid"; then
   exit 1
 fi
 tts_pid=
-echo "test.sh phase: the TTS environment built, $((SECONDS - main_start)) s into the main tests" >&2
-tts_tests_log=.venvs/tts-tests.log
-export -f run_pytest phase tts_tests
-setsid bash -c 'set -euo pipefail; phase_start=0; tts_tests "$@"' tts-tests "$@" \
-  >"$tts_tests_log" 2>&1 &
-tts_tests_pid=$!
-
-main_rc=0
-wait "$main_pid" || main_rc=$?
-main_pid=
-echo "test.sh phase: main tests $((SECONDS - main_start)) s" >&2
-[ "$main_rc" = 0 ] || exit "$main_rc"
-
-tts_rc=0
-wait "$tts_tests_pid" || tts_rc=$?
-tts_tests_pid=
-cat "$tts_tests_log"
-echo "test.sh phase: the tests in .venvs/tts ended $((SECONDS - main_start)) s into the main tests" >&2
-[ "$tts_rc" = 0 ] || exit "$tts_rc"
+phase "waiting for the TTS environment"
+run_pytest .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" -m tts_env "$@"
+phase "tests marked tts_env"
+.venvs/tts/bin/python -m pytest -q -p no:cacheprovider \
+  plugins/omnistory-parler/tests plugins/omnistory-voxcpm/tests
+phase "TTS experts' tests"
+# ViStoryBench's checks against torchvision (Inception and CSD preprocessing, the Inception
+# network, RetinaFace's ResNet-50 body and NMS) need a torchvision that matches its torch: this
+# environment has one (torch 2.9.1, torchvision 0.24.1); they fail here instead of skipping
+OMNISTORY_REQUIRE_TORCHVISION=1 PYTHONPATH=plugins/omnistory-vistorybench/src \
+  .venvs/tts/bin/python -m pytest -q -p no:cacheprovider -k torchvision \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_inception.py \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_csd.py \
+  plugins/omnistory-vistorybench/tests/metrics/test_vsb_metric_retinaface_torchvision.py
+phase "torchvision checks"
 echo "test.sh total: $SECONDS s" >&2
