@@ -64,6 +64,7 @@ def _hydra_main() -> int:
         prepare_overrides,
         task,
     )
+    from omnistory_core.compose_once import composing_once
     from omnistory_core.params import check_runner_overrides
     from omnistory_core.redaction import check_overrides
 
@@ -77,7 +78,8 @@ def _hydra_main() -> int:
     app = hydra.main(
         version_base="1.3", config_path="pkg://omnistory_core.conf", config_name="config"
     )(task)
-    with explain_missing_configs():
+    multirun = any(a in ("-m", "--multirun") for a in sys.argv[1:])
+    with explain_missing_configs(), composing_once(multirun):
         app()
     return 0
 
