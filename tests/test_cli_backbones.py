@@ -179,3 +179,10 @@ def test_env_create_plans_a_backbone_environment(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "venv .venvs/backbone-example_omni" in proc.stdout
     assert "pillow>=10" in proc.stdout and "omnistory-example-omni" in proc.stdout
+    assert "--no-compile" not in proc.stdout
+    fast = run_cli(
+        "env", "create", "backbone=example_omni", "--dry-run", "--no-compile", cwd=tmp_path
+    )
+    assert fast.returncode == 0, fast.stderr
+    pips = [line for line in fast.stdout.splitlines() if " -m pip install" in line]
+    assert pips and all("pip install -q --no-compile " in line for line in pips), pips
