@@ -15,3 +15,18 @@ def pytest_configure(config) -> None:  # noqa: ARG001 - pytest's hook signature
     if worker or "NUMBA_CACHE_DIR" not in os.environ:
         prefix = f"omnistory-numba-{worker or 'main'}-"
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ARG001 - pytest's hook
+    # the tests marked slow first, the longest first (``slow(seconds=...)``): started late, the
+    # real-weight sanity test (four minutes) would end the run alone; started first, it runs
+    # beside the others, and scripts/test.sh's work stealing spreads the rest of its worker's
+    # share over the workers that finish theirs first
+    items.sort(key=lambda item: -_expected_s(item))
+
+
+def _expected_s(item) -> float:
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return 0.0
+    return float(marker.kwargs.get("seconds", 20.0))

@@ -86,6 +86,7 @@ def tiny_clip(tmp_path_factory) -> Path:
     return build_tiny_clip(tmp_path_factory.mktemp("clip"))
 
 
+@pytest.mark.slow(seconds=25)
 def test_evaluation_plan_matches_the_evaluation_and_a_plan_after_it_is_empty(
     tmp_path: Path, tiny_clip: Path
 ) -> None:

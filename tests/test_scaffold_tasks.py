@@ -152,7 +152,7 @@ SUBSET = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 def test_a_representative_subset_installs_and_passes_its_generated_tests(
     tmp_path: Path,
 ) -> None:

@@ -8,11 +8,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from omnistory_testing import core_source_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow(seconds=25)
 def test_non_editable_wheel_runs_the_demo(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     # build from a copy: setuptools leaves egg-info/build folders in the source tree

@@ -106,6 +106,7 @@ def _wait_for(what: str, condition, sweep: subprocess.Popen, timeout: float = 60
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow(seconds=30)
 def test_a_killed_replica_and_a_killed_job_lose_and_duplicate_nothing(
     tmp_path: Path, reference: dict[str, str]
 ) -> None:

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from devices_testing import job_outputs, lines, standin_env
 from omnistory_testkit import run_cli
 
@@ -55,6 +56,7 @@ def _record_outputs(records: dict[str, str]) -> dict[str, object]:
     return out
 
 
+@pytest.mark.slow(seconds=30)
 def test_experts_start_before_planning_ends_with_the_stage_major_outputs(tmp_path: Path) -> None:
     sooner, later = tmp_path / "sooner", tmp_path / "later"
     sooner.mkdir()

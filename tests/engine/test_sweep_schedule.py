@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from devices_testing import alive, job_outputs, lines, standin_env
 from omnistory_testkit import run_cli
 
@@ -69,6 +70,7 @@ def _evaluation_stats(root: Path) -> dict:
     return {k: (v["calls"], v["cache_hits"]) for k, v in stats.items()}
 
 
+@pytest.mark.slow(seconds=30)
 def test_scores_start_before_generation_ends_and_match_the_scores_after_it(
     tmp_path: Path,
 ) -> None:

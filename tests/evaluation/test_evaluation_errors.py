@@ -190,6 +190,7 @@ def _leaderboard(run_dir: Path) -> pd.DataFrame:
     return lb[["judge_text", "judge_text_zero", "total", "total_zero", "errors_judge_text"]]
 
 
+@pytest.mark.slow(seconds=20)
 def test_numbers_do_not_depend_on_an_earlier_failed_run(tmp_path: Path) -> None:
     clean, retried = tmp_path / "clean", tmp_path / "retried"
     clean.mkdir()

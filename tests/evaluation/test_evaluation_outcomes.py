@@ -150,6 +150,7 @@ def test_unreachable_server_fails_the_remaining_requests_at_once() -> None:
     assert len(waits) == 2
 
 
+@pytest.mark.slow(seconds=25)
 def test_speech_meta_machinery_failure_is_an_error_not_an_invalid_field() -> None:
     from omnistory_eval.metrics.speech_meta import SpeechMetaMetric
 

@@ -188,6 +188,7 @@ REQUIRED = os.environ.get("OMNISTORY_REQUIRE_REAL") == "1"
     len(_stand_ins_installed()) < 3 and not REQUIRED,
     reason="the real-weight stand-ins: pip install './plugins/omnistory-eval[real]'",
 )
+@pytest.mark.slow(seconds=60)
 def test_readme_first_command_opens_on_a_leaderboard_with_real_numbers(tmp_path):
     """README command 1 (`-m suite=demo` with omnistory-eval[real]): the first screen of the
     report is the stand-in leaderboard, filled with numbers, and its figure; the paper's

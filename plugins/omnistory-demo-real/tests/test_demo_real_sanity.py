@@ -243,7 +243,7 @@ def check_plan_validity_rate(sweep: Path) -> None:
 
 
 @pytest.mark.weights
-@pytest.mark.slow
+@pytest.mark.slow(seconds=240)
 @NEEDS_REAL
 def test_demo_real_sanity(tmp_path: Path) -> None:
     """One test runs the sweep and checks everything on it (a module fixture would run the

@@ -72,6 +72,7 @@ def sweep(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return root, build_all(root / "assets")
 
 
+@pytest.mark.slow(seconds=40)
 def test_suite_runs_every_open_preset_then_serves_them_from_the_store(sweep) -> None:
     root, env = sweep
     first = run_cli(root, env)
