@@ -34,6 +34,7 @@ def second_venv(tmp_path_factory) -> Path:
             "planner=instruction",
             "--dir",
             str(root / "venv"),
+            "--no-compile",  # the worker imports a few modules: bytecode for 2,000 is wasted
         ],
         capture_output=True,
         text=True,
