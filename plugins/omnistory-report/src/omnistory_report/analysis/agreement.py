@@ -24,15 +24,23 @@ from omnistory_report.analysis.cube import JUDGE_TRACKS, METRICS, ScoreCube
 
 
 def _rank_corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
-    from scipy.stats import kendalltau, spearmanr
-
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
     if n < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return float("nan"), float("nan"), n
+    # imported only with something to correlate: scipy.stats takes about 0.4 s, and most
+    # reports (a run without judges, a demo) have nothing
+    from scipy.stats import kendalltau, spearmanr
+
     rho = float(spearmanr(x[ok], y[ok]).statistic)
     tau = float(kendalltau(x[ok], y[ok], variant="b").statistic)
     return rho, tau, n
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    from scipy.stats import spearmanr  # only with something to correlate (see _rank_corr)
+
+    return float(spearmanr(x, y).statistic)
 
 
 def judge_system_means(cube: ScoreCube) -> pd.DataFrame:
@@ -90,8 +98,6 @@ def judge_system_agreement(cube: ScoreCube) -> pd.DataFrame:
 
 def judge_item_agreement(cube: ScoreCube) -> pd.DataFrame:
     """Table 23: agreement on (system, example) items valid for both judges."""
-    from scipy.stats import spearmanr
-
     rows = []
     for track in JUDGE_TRACKS:
         for ka, kb in combinations(cube.judge_indices(track), 2):
@@ -105,7 +111,7 @@ def judge_item_agreement(cube: ScoreCube) -> pd.DataFrame:
                     "judge_a": cube.cells[ka].evaluator,
                     "judge_b": cube.cells[kb].evaluator,
                     "n_items": n,
-                    "spearman": float(spearmanr(a, b).statistic) if usable else np.nan,
+                    "spearman": _spearman(a, b) if usable else np.nan,
                     "pearson": float(np.corrcoef(a, b)[0, 1]) if usable else np.nan,
                     "mae": float(np.abs(a - b).mean()) if n else np.nan,
                     "mean_a": float(a.mean()) if n else np.nan,

@@ -22,10 +22,10 @@ def narration_length(text: str) -> int:
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    from scipy.stats import pearsonr, spearmanr
-
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan"), float("nan")
+    from scipy.stats import pearsonr, spearmanr  # only with something to correlate
+
     return float(pearsonr(x, y).statistic), float(spearmanr(x, y).statistic)
 
 
