@@ -10,7 +10,7 @@ from hydra._internal.utils import create_config_search_path
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
-from hydra_plugins.omnistory_launcher.launcher import composing_loader, keep_sweep_configs
+from omnistory_core.compose_once import composing_loader, keep_sweep_configs
 
 
 def _loader_and_master() -> tuple[ConfigLoaderImpl, object]:
