@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 #: runs the CLI in this process with Hydra's config loader counted; ``ORIGINAL=1`` leaves
@@ -58,23 +59,37 @@ def _job_config(run_dir: Path) -> tuple[dict, str, list[str]]:
     return config, hydra["hydra"]["mode"], hydra["hydra"]["overrides"]
 
 
-def test_a_run_composes_once_and_its_config_is_hydras(tmp_path: Path) -> None:
-    args = (
-        "planner=template",
-        "image=copy",
-        "tts=noop",
-        "dataset.limit=1",
-        "engine.progress=false",
-    )
+@pytest.mark.parametrize(
+    ("args", "run"),
+    [
+        pytest.param(
+            ("planner=template", "image=copy", "tts=noop", "dataset.limit=1"),
+            "outputs/runs/demo/template-copy-noop",
+            id="omnistorybench",
+        ),
+        pytest.param(
+            (
+                "dataset=vistory_fixture",
+                "system=copy_paste",
+                "task.mode=ref",
+                "task.run_timestamp=20250101_120000",
+            ),
+            "outputs/runs/vistory_fixture/copy_paste-ref-20250101_120000",
+            id="vistorybench",
+        ),
+    ],
+)
+def test_a_run_composes_once_and_its_config_is_hydras(
+    tmp_path: Path, args: tuple[str, ...], run: str
+) -> None:
     (tmp_path / "once").mkdir()
     (tmp_path / "hydra").mkdir()
-    code, calls, err = _run(tmp_path / "once", *args, "output_root=out")
+    code, calls, err = _run(tmp_path / "once", *args, "engine.progress=false")
     assert code == 0, err[-2000:]
     assert calls == [["config", "RunMode.RUN"]]
-    code, reference, err = _run(tmp_path / "hydra", *args, "output_root=out", original=True)
+    code, reference, err = _run(tmp_path / "hydra", *args, "engine.progress=false", original=True)
     assert code == 0, err[-2000:]
     assert reference == [["config", "RunMode.MULTIRUN"], ["config", "RunMode.RUN"]]
-    run = Path("out/runs/demo/template-copy-noop")
     assert _job_config(tmp_path / "once" / run) == _job_config(tmp_path / "hydra" / run)
 
 
