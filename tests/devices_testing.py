@@ -87,12 +87,20 @@ def alive(pid: int) -> bool:
         return False
 
 
-def pool_servers(pool: Path | None = None) -> list[int]:
-    """The warm-pool servers running on this machine (of ``pool`` only, when given)."""
+def pool_servers(under: Path | None = None) -> list[int]:
+    """The warm-pool servers running on this machine (those whose pool directory lies in
+    ``under`` only, when given: a sweep's is relative to the sweep's working directory)."""
     out = []
     for entry in Path("/proc").glob("[0-9]*"):
-        text = cmdline(int(entry.name))
-        if "omnistory_core.engine.pool" in text and "--pool" in text:
-            if pool is None or str(pool) in text:
-                out.append(int(entry.name))
+        args = cmdline(int(entry.name)).split()
+        if "omnistory_core.engine.pool" not in args or "--pool" not in args:
+            continue
+        if under is not None:
+            try:
+                pool = entry / "cwd" / args[args.index("--pool") + 1]
+                if not pool.resolve().is_relative_to(under.resolve()):
+                    continue
+            except (OSError, IndexError):
+                continue
+        out.append(int(entry.name))
     return out

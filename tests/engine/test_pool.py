@@ -234,11 +234,11 @@ def test_killed_jobs_stop_the_servers_computing_for_them(
     """kill -9 of the jobs while pool servers compute their chunks: a server whose client hangs
     up exits at once (the chunk's locks died with the job), the restarted jobs compute those
     calls, and no live process makes a call twice."""
-    before = set(pool_servers())
+    delay = 1.0
     sweep = subprocess.Popen(
         [sys.executable, "-m", "omnistory_core", *GRID, *COMMON, "engine.devices=[0,1]"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **_env(tmp_path, 0.5)},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **_env(tmp_path, delay)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -247,18 +247,25 @@ def test_killed_jobs_stop_the_servers_computing_for_them(
     killed: set[int] = set()
     try:
         deadline = time.time() + 120
-        servers: set[int] = set()
-        while not killed and time.time() < deadline:
+        computing: set[int] = set()
+        while not computing and time.time() < deadline:
             assert sweep.poll() is None, "the sweep ended before a pool server computed a call"
-            servers = set(pool_servers()) - before
-            computed = {c["pid"] for c in lines(tmp_path / "calls.jsonl") if c["devices"]}
-            if servers & computed:
-                for job in children(sweep.pid):
-                    os.kill(job, signal.SIGKILL)
-                    killed.add(job)
+            per_pid = Counter(c["pid"] for c in lines(tmp_path / "calls.jsonl") if c["devices"])
+            # a server with its first call done has LIMIT - 1 still to compute
+            computing = {p for p in pool_servers(tmp_path) if per_pid[p] == 1}
             time.sleep(0.05)
-        assert killed, "no pool server computed a call"
-        time.sleep(2.0)
+        assert computing, "no pool server computed a call"
+        # a call's record is written before its reply: half a call later its server computes
+        # the next chunk rather than waits for it
+        time.sleep(delay / 2)
+        servers = set(pool_servers(tmp_path))
+        for job in children(sweep.pid):
+            os.kill(job, signal.SIGKILL)
+            killed.add(job)
+        assert killed and not killed & servers, "the jobs, not the servers, are killed"
+        stop = time.time() + 5
+        while computing & {p for p in servers if alive(p)} and time.time() < stop:
+            time.sleep(0.05)
         hung_up = {p for p in servers if not alive(p)}
         out, _ = sweep.communicate(timeout=300)
     finally:
@@ -267,7 +274,7 @@ def test_killed_jobs_stop_the_servers_computing_for_them(
             sweep.wait()
     assert sweep.returncode == 0, out[-4000:]
     assert "starting it again (1 of 1)" in out, out[-4000:]
-    assert hung_up, "no server stopped when its job was killed"
+    assert computing & hung_up, "no server stopped when its job was killed"
     assert _outputs(tmp_path) == reference, "outputs differ from the sweep without the pool"
     assert len(list((tmp_path / "out/store/calls").rglob("*.json"))) == DISTINCT
     calls = lines(tmp_path / "calls.jsonl")
