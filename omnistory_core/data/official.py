@@ -178,8 +178,7 @@ def check_limit(limit: Any) -> int | None:
 
 
 def _read_rows(root: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from omnistory_core.data.parquet_rows import cached_rows
 
     path = root / PARQUET_RELATIVE_PATH
     if not path.is_file():
@@ -187,14 +186,8 @@ def _read_rows(root: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
             f"{path} does not exist: {root} does not look like the Omni-StoryBench release "
             f"(expected {PARQUET_RELATIVE_PATH}, samples/, metadata/, images/, texts/)"
         )
-    try:
-        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
-        # pandas (about a second of every run's start-up, for one small file)
-        with pq.ParquetFile(path) as handle:
-            table = handle.read()
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise DatasetError(f"cannot read parquet file {path}: {exc}") from exc
-    missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
+    rows, columns = cached_rows(path, _read_parquet)
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     if missing:
         raise DatasetError(
             f"parquet file {path} lacks required columns",
@@ -203,8 +196,22 @@ def _read_rows(root: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
                 for name in missing
             ],
         )
-    other = tuple(name for name in table.column_names if name not in REQUIRED_COLUMNS)
-    return table.to_pylist(), other
+    other = tuple(name for name in columns if name not in REQUIRED_COLUMNS)
+    return rows, other
+
+
+def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports
+        # pandas (about a second of every run's start-up, for one small file)
+        with pq.ParquetFile(path) as handle:
+            table = handle.read()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DatasetError(f"cannot read parquet file {path}: {exc}") from exc
+    return table.to_pylist(), tuple(table.column_names)
 
 
 # -- one row ----------------------------------------------------------------------------------
