@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from omnistory_core.api import ComponentError
 from omnistory_vistorybench.metrics._common import require_file
 from omnistory_vistorybench.metrics._face_crops import face_pixels
+
+# numpy is imported where it is used: registering the metrics (in every process that discovers
+# the plugins) stays without it
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the recognition model of the antelopev2 pack (insightface's ``models/antelopev2/``)
 ARCFACE_FILE = "insightface/models/antelopev2/glintr100.onnx"
@@ -140,6 +143,8 @@ class ArcFaceEmbedder:
     def blob(self, bgr: np.ndarray) -> np.ndarray:
         """``blobFromImages(..., swapRB=True)`` of ``(n, S, S, 3)`` BGR uint8 faces: RGB,
         ``(x - mean) / std``, NCHW float32."""
+        import numpy as np
+
         rgb = bgr[:, :, :, ::-1].astype(np.float32)
         return np.ascontiguousarray(((rgb - self.mean) / self.std).transpose(0, 3, 1, 2))
 
@@ -149,6 +154,8 @@ class ArcFaceEmbedder:
 
     def embed_faces(self, bgr: np.ndarray) -> np.ndarray:
         """``(n, d)`` unit rows of ``(n, S, S, 3)`` uint8 BGR faces (aligned, or whole crops)."""
+        import numpy as np
+
         if self.session is None:
             raise RuntimeError("ArcFaceEmbedder.embed before load()")
         rows = []

@@ -9,9 +9,13 @@ imported in :func:`face_pixels`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+# numpy is imported where it is used: registering the metrics (in every process that discovers
+# the plugins) stays without it
+if TYPE_CHECKING:
+    import numpy as np
+
 
 #: the face detectors' files: antelopev2's SCRFD (beside glintr100.onnx) and facexlib's
 #: RetinaFace (``facexlib/weights/`` of the facexlib package, fetched at first use)
@@ -24,6 +28,7 @@ FACE_SIZE = 112
 def face_pixels(images: Sequence[Any], size: int = FACE_SIZE) -> np.ndarray:
     """``(n, size, size, 3)`` uint8 BGR arrays: each RGB PIL crop resized whole (bilinear),
     in the channel order OpenCV gives the official models."""
+    import numpy as np
     from PIL import Image
 
     rows = []

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from omnistory_vistorybench.metrics._common import batched, load_pretrained, release_torch_memory
+
+# numpy is imported where it is used: registering the metrics (in every process that discovers
+# the plugins) stays without it
+if TYPE_CHECKING:
+    import numpy as np
 
 OFFICIAL_CLIP = "openai/clip-vit-large-patch14"
 
@@ -105,6 +108,7 @@ class CLIPImageEncoder:
 
     def embed(self, images: Sequence[Any]) -> np.ndarray:
         """(n, projection_dim) float32 rows, L2-normalised, for RGB PIL images."""
+        import numpy as np
         import torch
 
         if self.model is None:
@@ -126,6 +130,8 @@ class CLIPImageEncoder:
         return Encoded(list(range(len(images))), [row for row in rows])
 
     def similarity(self, a: Sequence[Any], b: Sequence[Any]) -> np.ndarray:
+        import numpy as np
+
         return np.stack(list(a)) @ np.stack(list(b)).T
 
 

@@ -44,9 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from omnistory_core.api import ComponentError
 from omnistory_vistorybench.metrics._arcface import ArcFaceEmbedder
@@ -57,6 +55,11 @@ from omnistory_vistorybench.metrics._common import (
 )
 from omnistory_vistorybench.metrics._face_crops import FACE_SIZE, SCRFD_FILE, face_pixels
 from omnistory_vistorybench.metrics.clip_encoder import Encoded
+
+# numpy is imported where it is used: registering the metrics (in every process that discovers
+# the plugins) stays without it
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the official weight files (under the official ``data/pretrain``)
 FACENET_FILE = "facenet/20180402-114759-vggface2.pt"
@@ -99,6 +102,7 @@ class _TorchFaceEmbedder:
         return self.embed_faces(face_pixels(images, self.size))
 
     def embed_faces(self, bgr: np.ndarray) -> np.ndarray:
+        import numpy as np
         import torch
 
         if self.model is None:
@@ -252,6 +256,8 @@ class RetinaFaces:
 def _bgr_images(images: Sequence[Any]) -> list[np.ndarray]:
     """PIL crops as the official hands them to the face tools: ``cv2.cvtColor(np.array(img),
     COLOR_RGB2BGR)`` (uint8 BGR)."""
+    import numpy as np
+
     return [
         np.ascontiguousarray(np.asarray(im if im.mode == "RGB" else im.convert("RGB"))[:, :, ::-1])
         for im in images
@@ -278,6 +284,8 @@ class FaceMixEncoder:
         self.aligners = dict(aligners or {})
 
     def encode(self, images: Sequence[Any]) -> Encoded:
+        import numpy as np
+
         if not images:
             return Encoded()
         found: dict[tuple[int, int], list[Any]] = {}
@@ -301,6 +309,8 @@ class FaceMixEncoder:
         return Encoded(indices, feats)
 
     def similarity(self, a: Sequence[Any], b: Sequence[Any]) -> np.ndarray:
+        import numpy as np
+
         out = np.zeros((len(a), len(b)), dtype=np.float64)
         for i, fa in enumerate(a):
             for j, fb in enumerate(b):

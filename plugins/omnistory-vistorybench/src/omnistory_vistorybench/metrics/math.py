@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import numpy as np
+# numpy is imported where it is used: registering the metrics (in every process that discovers
+# the plugins) stays without it
+if TYPE_CHECKING:
+    import numpy as np
+
 
 R = TypeVar("R")
 
@@ -96,6 +100,8 @@ def crop_rect(box: Sequence[float], width: int, height: int) -> tuple[int, int, 
     A rectangle that rounding makes empty is dropped too (PIL would hand the encoder a 0-pixel
     image).
     """
+    import numpy as np
+
     # float32 product truncated toward zero, as ``(boxes * tensor([w, h, w, h])).int()``
     scaled = np.asarray(box, dtype=np.float32)[:4] * np.asarray(
         [width, height, width, height], dtype=np.float32
@@ -125,6 +131,7 @@ def assign_characters(similarity: Any, valid: Any = None) -> dict[int, int]:
     (more characters than boxes, or only invalid boxes) are absent from the result: their shot
     cross-similarity is 0.0.
     """
+    import numpy as np
     from scipy.optimize import linear_sum_assignment
 
     sim = np.asarray(similarity, dtype=np.float64)
@@ -149,6 +156,8 @@ def character_cids(
     modes, as the official code does, and is still averaged into the story.  One crop: self is
     1.0 (faithful) or None.  Values are rounded to 4 decimals when faithful.
     """
+    import numpy as np
+
     cross_m = None if cross is None else np.asarray(cross, dtype=np.float64)
     if cross_m is None or cross_m.size == 0:
         return 0.0, 0.0
@@ -204,6 +213,8 @@ def copy_paste_character(
     that is closer to the reference than to its mirror (a pasted reference) scores near 1; a
     redrawn character sits near 0.5.  Lower is better.
     """
+    import numpy as np
+
     a = np.clip(np.asarray(sim_original, dtype=np.float64).ravel(), -1.0, 1.0)
     b = np.clip(np.asarray(sim_mirrored, dtype=np.float64).ravel(), -1.0, 1.0)
     if a.shape != b.shape or a.size == 0:
@@ -235,6 +246,7 @@ def inception_score(
     is ``n // splits`` rows long (the remainder is dropped) and empty parts are skipped.  No
     rows: ``(0.0, 0.0)`` (faithful) or ``(None, None)``.
     """
+    import numpy as np
     from scipy.stats import entropy
 
     preds = np.asarray(probabilities, dtype=np.float64)
@@ -257,6 +269,8 @@ def inception_score(
 def cosine_matrix(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     """Cosine similarities of the rows of ``a`` and ``b`` (norms floored at ``eps``, like
     ``torch.nn.functional.cosine_similarity``)."""
+    import numpy as np
+
     x = np.atleast_2d(np.asarray(a, dtype=np.float64))
     y = np.atleast_2d(np.asarray(b, dtype=np.float64))
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), eps)
@@ -267,6 +281,8 @@ def cosine_matrix(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
 def csd_self(embeddings: Any, *, faithful: bool = True) -> float | None:
     """Mean cosine over all unordered pairs of the story's images; fewer than two images: 0.0
     (faithful) or None."""
+    import numpy as np
+
     emb = np.asarray(embeddings, dtype=np.float64)
     n = emb.shape[0] if emb.ndim == 2 else 0
     if n < 2:
