@@ -16,8 +16,6 @@ Nothing here imports huggingface_hub at module level.
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,6 +68,11 @@ def hub_reachable() -> tuple[bool, str]:
 
 
 def _probe(url: str, timeout: float) -> tuple[bool, str]:
+    # here, not at the top: plugins import this module when they register, and urllib.request
+    # (http.client, email, ssl) costs every CLI process some 30 ms of CPU
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(f"{url}/api/models?limit=1", method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=timeout):

@@ -13,7 +13,6 @@ so that this is the only one, and every wait is accounted for.
 
 from __future__ import annotations
 
-import email.utils
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -104,6 +103,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     try:
         value = float(raw)
     except ValueError:
+        import email.utils
+
         try:
             when = email.utils.parsedate_to_datetime(raw)
         except (TypeError, ValueError):

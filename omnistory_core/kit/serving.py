@@ -24,8 +24,6 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -185,6 +183,11 @@ class ServerProcess:
         )
 
     def _healthy(self) -> bool:
+        # here, not at the top: plugins import this module when they register, and urllib.request
+        # (http.client, email, ssl) costs every CLI process some 30 ms of CPU
+        import urllib.error
+        import urllib.request
+
         try:
             with urllib.request.urlopen(self.health_url, timeout=5) as response:  # noqa: S310
                 return response.status == 200

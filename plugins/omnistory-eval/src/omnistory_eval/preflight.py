@@ -22,8 +22,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -186,6 +184,11 @@ def _backend_needs(
 
 def server_problem(base_url: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
     """None when anything answers HTTP at ``base_url`` (one request, no retry)."""
+    # here, not at the top: plugins import this module when they register, and urllib.request
+    # (http.client, email, ssl) costs every CLI process some 30 ms of CPU
+    import urllib.error
+    import urllib.request
+
     url = base_url.rstrip("/") + "/models"
     try:
         with urllib.request.urlopen(urllib.request.Request(url), timeout=timeout):
