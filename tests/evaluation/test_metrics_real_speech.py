@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import pickle
 import re
+import subprocess
+import sys
 import wave
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,19 @@ def test_ct2_device_names():
     assert ct2_device("cpu") == ("cpu", 0)
     assert ct2_device("cuda") == ("cuda", 0)
     assert ct2_device("cuda:2") == ("cuda", 2)
+
+
+def test_ct2_device_auto_is_what_ctranslate2_sees_without_importing_torch():
+    code = (
+        "import sys, ctranslate2\n"
+        "from omnistory_eval.metrics.asr_ct2 import ct2_device\n"
+        "gpus = ctranslate2.get_cuda_device_count()\n"
+        "for auto in ('auto', None, ''):\n"
+        "    assert ct2_device(auto) == (('cuda' if gpus else 'cpu'), 0), auto\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_faster_whisper_loads_a_converted_checkpoint_and_times_words(models, clips):

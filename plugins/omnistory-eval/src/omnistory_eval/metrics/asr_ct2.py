@@ -23,9 +23,16 @@ from omnistory_eval.metrics.asr import Transcript
 from omnistory_eval.speech_analysis import SAMPLE_RATE
 
 
-def ct2_device(device: str) -> tuple[str, int]:
-    """``cuda:1`` -> (``cuda``, 1); ``cpu`` -> (``cpu``, 0), as CTranslate2 names devices."""
-    kind, _, index = device.partition(":")
+def ct2_device(device: str | None) -> tuple[str, int]:
+    """``cuda:1`` -> (``cuda``, 1); ``cpu`` -> (``cpu``, 0), as CTranslate2 names devices;
+    ``auto`` (or None) -> ``cuda`` where CTranslate2 itself sees a GPU, else ``cpu``.  Asked of
+    CTranslate2, not torch: it is what runs the model (a CPU-only build on a GPU machine runs on
+    the CPU), and importing torch only to ask would cost a metric's load more than a second."""
+    if device in (None, "", "auto"):
+        import ctranslate2
+
+        return ("cuda", 0) if ctranslate2.get_cuda_device_count() > 0 else ("cpu", 0)
+    kind, _, index = str(device).partition(":")
     return kind, int(index) if index else 0
 
 
@@ -38,7 +45,7 @@ class FasterWhisperWordTimestamps:
     def __init__(
         self,
         model_dir: str | None = None,
-        device: str = "cpu",
+        device: str | None = "cpu",
         language: str | None = None,
         beam_size: int = 5,
         compute_type: str = "int8",

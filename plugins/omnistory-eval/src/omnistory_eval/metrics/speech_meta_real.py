@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 
 from omnistory_core.components import ComponentError, EvalResult, Metric
 from omnistory_core.params import Param
-from omnistory_eval.metrics._common import require_media, resolve_device
+from omnistory_eval.metrics._common import require_media
 from omnistory_eval.metrics.asr_ct2 import FasterWhisperWordTimestamps
 from omnistory_eval.metrics.assemble import (
     PYAA_GENDER_SVM,
@@ -213,7 +213,7 @@ class SpeechMetaRealMetric(Metric):
         p = self.params
         asr = FasterWhisperWordTimestamps(
             p["asr_model"],
-            resolve_device(p.get("device")),
+            p.get("device"),  # auto: as CTranslate2 sees the GPUs (asr_ct2.ct2_device)
             p["language"],
             beam_size=int(p["asr_num_beams"]),
             compute_type=str(p["asr_compute_type"]),
