@@ -38,7 +38,8 @@ device given a model it has not loaded waits for the load, not for a Python proc
 ``<pool>/scheduler.json`` (pid, socket address) and ``scheduler.alive`` (a lock it holds while it
 lives) register it; ``scheduler.log`` has one line per grant.  It exits with its sweep's process.
 ``<pool>/outlook.json`` (``{component: calls still expected}``, written by the sweep) tells it
-the work that has not asked yet.
+the work that has not asked yet; between two writes it takes off the calls stages report made
+since, so that a model whose last calls were just made keeps no device idle for them.
 """
 
 from __future__ import annotations
@@ -131,6 +132,18 @@ def start_scheduler(pool: Path, devices: list[str]) -> int:
             args, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile
         )
     return proc.pid
+
+
+def outlook_now(
+    expected: dict[str, int], made: dict[str, list[tuple[float, int]]], stamp: float
+) -> dict[str, int]:
+    """``expected`` (the outlook written at ``stamp``) less, per component, the calls made after
+    ``stamp`` (``made``: (time, calls) per chunk)."""
+    out = dict(expected)
+    for component, chunks in made.items():
+        if component in out:
+            out[component] = max(0, out[component] - sum(n for t, n in chunks if t > stamp))
+    return out
 
 
 def write_outlook(pool: Path, expected: dict[str, int]) -> None:
@@ -271,6 +284,8 @@ class Scheduler:
         self._restocked = 0.0
         self._next = 0
         self._outlook: tuple[float, dict[str, int]] = (0.0, {})
+        #: component -> (time.time(), calls) of each chunk made: what left the outlook since
+        self._made: dict[str, list[tuple[float, int]]] = {}
 
     # -- what it knows ------------------------------------------------------------------------
     def _warm(self) -> dict[str, frozenset[str]]:
@@ -283,13 +298,19 @@ class Scheduler:
         return {spec: frozenset(on) for spec, on in warm.items()}
 
     def _expected(self) -> dict[str, int]:
+        """The outlook, less the calls made since it was written: the sweep writes it every
+        half second or so, after planning every job, and a component whose last calls were
+        just made must not keep a device for them meanwhile."""
         path = self.pool / OUTLOOK
         with contextlib.suppress(OSError, ValueError):
             stamp = path.stat().st_mtime
             if stamp != self._outlook[0]:
                 expected = json.loads(path.read_text())
                 self._outlook = (stamp, {str(k): int(v) for k, v in expected.items()})
-        return self._outlook[1]
+                for made in self._made.values():
+                    made[:] = [m for m in made if m[0] > stamp]
+        stamp, expected = self._outlook
+        return outlook_now(expected, self._made, stamp)
 
     def _measures(self, asks: list[Ask]) -> Measures:
         from omnistory_core.engine.pool import load_seconds
@@ -365,6 +386,8 @@ class Scheduler:
             made = self.call_s.setdefault(client.ask.spec, [0.0, 0])
             made[0] += float(message.get("seconds", 0.0))
             made[1] += int(message["calls"])
+            chunks = self._made.setdefault(client.ask.component, [])
+            chunks.append((time.time(), int(message["calls"])))
         elif op in ("free", "busy"):
             devices = [str(d) for d in message.get("devices") or ()]
             self._release(client, devices)
