@@ -1,4 +1,5 @@
-"""Writing files so that a reader sees either nothing or a complete file.
+"""Writing files so that a reader sees either nothing or a complete file, and where the
+project's caches on disk lie.
 
 A leaf: it imports nothing from ``omnistory_core``, so the store
 (:mod:`omnistory_core.engine.store`) and the job-directory format (:mod:`omnistory_core.jobdir`)
@@ -12,7 +13,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "link_or_copy"]
+__all__ = ["atomic_write_bytes", "link_or_copy", "user_cache_dir"]
+
+
+def user_cache_dir(name: str, override_env: str) -> Path:
+    """Where a cache of omnistory's lies: ``$override_env`` when set, else
+    ``$XDG_CACHE_HOME/omnistory/<name>`` (``~/.cache`` without ``XDG_CACHE_HOME``)."""
+    explicit = os.environ.get(override_env)
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "omnistory" / name
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -27,6 +27,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from omnistory_core.files import user_cache_dir
+
 #: where the on-disk cache lies (overrides the default below)
 CACHE_ENV = "OMNISTORY_FINGERPRINT_CACHE"
 _BLOCK = 1 << 22
@@ -36,11 +38,7 @@ _lock = threading.Lock()
 
 def cache_dir() -> Path:
     """The on-disk cache folder (see the module docstring)."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "omnistory" / "fingerprints"
+    return user_cache_dir("fingerprints", CACHE_ENV)
 
 
 def local_weights(value: object) -> Path | None:

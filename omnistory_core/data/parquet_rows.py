@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from omnistory_core.files import atomic_write_bytes, user_cache_dir
 
 #: where the cache lies (overrides the default in the module docstring)
 CACHE_ENV = "OMNISTORY_PARQUET_ROWS_CACHE"
@@ -30,11 +30,7 @@ Rows = tuple[list[dict[str, Any]], tuple[str, ...]]
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "omnistory" / "parquet-rows"
+    return user_cache_dir("parquet-rows", CACHE_ENV)
 
 
 def cached_rows(path: Path, read: Callable[[Path], Rows]) -> Rows:
@@ -71,13 +67,6 @@ def _store(entry: Path, rows: list[dict[str, Any]], columns: tuple[str, ...]) ->
     if json.loads(text) != payload:
         return  # JSON would not give these values back as they are (a map column's pairs)
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".rows-", suffix=".tmp")
+        atomic_write_bytes(entry, text.encode("utf-8"))  # a reader never sees half an entry
     except OSError:
         return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, entry)  # whole or absent: a reader never sees half an entry
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
