@@ -122,7 +122,11 @@ class IsolatedComponent:
             raise WorkerDied(f"{self.PEER} is not running")
         try:
             self._send(json.dumps(message, ensure_ascii=False) + "\n")
-        except OSError as exc:  # BrokenPipeError included
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # its end of the pipe is closed: the peer is gone, as when a reply never comes (which
+            # of the two a killed peer shows depends on when it died)
+            raise self._died(f"{self.PEER} exited (writing to it: {exc})") from None
+        except OSError as exc:
             raise self._died(f"could not write to {self.PEER}: {exc}") from None
         timer = None
         if self.timeout_s:
