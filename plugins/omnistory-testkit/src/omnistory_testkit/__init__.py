@@ -11,7 +11,9 @@
   Anthropic Messages and vLLM wire protocols, with scripted answers, for API components, and the
   providers' batch APIs (OpenAI Files + Batches, Anthropic Message Batches; :class:`BatchFate`
   scripts a batch's end);
-* :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it;
+* :func:`run_cli` -- ``python -m omnistory_core ...`` in a subprocess, as a user runs it
+  (forked from a warm interpreter with ``OMNISTORY_TESTKIT_FORK=1``:
+  :mod:`~omnistory_testkit.forkserver`);
 * :func:`demo_planner_items` -- the inputs the engine builds for the first demo examples;
 * :mod:`omnistory_testkit.engine` -- what the engine does around a component, for a test that
   drives it by hand: demo examples and items, what reaches a component and its call keys, the

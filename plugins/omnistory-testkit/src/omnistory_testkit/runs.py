@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,15 @@ def run_cli(
     timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m omnistory_core ARGS`` in ``cwd`` as a user would (this interpreter, the
-    current environment plus ``env``); returns the finished process with its text output."""
+    current environment plus ``env``); returns the finished process with its text output.
+
+    With ``OMNISTORY_TESTKIT_FORK=1`` the run is forked from an interpreter that has already
+    imported the CLI, where the environment allows it (:mod:`omnistory_testkit.forkserver`):
+    the same process contract, without the interpreter's start and imports on every run."""
+    from omnistory_testkit.forkserver import run_module
+
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "omnistory_core", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_module("omnistory_core", list(args), cwd=cwd, env=full_env, timeout=timeout)
 
 
 def compose_job(*overrides: str) -> Any:
