@@ -8,7 +8,7 @@ import tempfile
 
 def pytest_configure(config) -> None:  # noqa: ARG001 - pytest's hook signature
     # the tests' CLI runs fork from an interpreter that has already imported the CLI
-    # (omnistory_testkit.forkserver: 0.26 s instead of 0.80 s of CPU for a one-example run);
+    # (omnistory_testkit.forkserver: a third of the CPU of a short run);
     # OMNISTORY_TESTKIT_FORK=0 starts a new interpreter for each
     os.environ.setdefault("OMNISTORY_TESTKIT_FORK", "1")
     # librosa's numba functions are compiled with cache=True into one shared cache directory;

@@ -30,6 +30,8 @@ report = {
     "var": os.environ.get("OMNISTORY_PROBE"), "stdin": [os.fstat(0).st_dev, os.fstat(0).st_ino],
     "hash": hash("omnistory"), "ppid": os.getppid(), "pid": os.getpid(),
     "main": __name__,
+    "loaded": sorted({m.split(".")[0] for m in sys.modules}),
+    "threads": os.environ.get("OMP_NUM_THREADS"),
 }
 print(json.dumps(report))
 print("to stderr", file=sys.stderr)
@@ -85,15 +87,28 @@ def test_two_runs_in_a_row_hash_strings_with_other_seeds(probe_dir: Path) -> Non
     assert first["hash"] != second["hash"]
 
 
-def test_an_environment_read_at_import_starts_a_new_interpreter(probe_dir: Path) -> None:
+def test_an_environment_read_at_the_start_starts_a_new_interpreter(probe_dir: Path) -> None:
     extra = probe_dir / "extra"
     extra.mkdir()
     forked = _report(_run(probe_dir))
     fresh = _report(_run(probe_dir, PYTHONPATH=str(extra)))
     assert forked["ppid"] != os.getpid() and fresh["ppid"] == os.getpid()
-    assert forkserver.forkable({"OMNISTORY_X": "1", "HOME": "/h"}, {"HOME": "/g"})
-    assert not forkserver.forkable({"OPENBLAS_CORETYPE": "Haswell"}, {})
-    assert not forkserver.forkable({}, {"CT2_FORCE_CPU_ISA": "AVX"})
+    # a library's settings are read where it loads: in the forked run, not in the zygote
+    isa = _report(_run(probe_dir, CT2_FORCE_CPU_ISA="AVX", KMP_INIT_AT_FORK="FALSE"))
+    assert isa["ppid"] != os.getpid()
+    assert not set(forked["loaded"]) & forkserver.NOT_PRELOADED  # nothing of them preloaded
+    # NumPy is preloaded: its BLAS settings start a new interpreter
+    blas = _report(_run(probe_dir, OMP_NUM_THREADS="3", OPENBLAS_CORETYPE="Haswell"))
+    assert blas["ppid"] == os.getpid() and blas["threads"] == "3"
+
+    light, heavy = {"holds_heavy": False}, {"holds_heavy": True}
+    assert forkserver.forkable({"OMNISTORY_X": "1", "CT2_FORCE_CPU_ISA": "AVX"}, {}, **light)
+    starts = ("PYTHONHASHSEED", "LD_PRELOAD", "LC_ALL", "LANG", "TZ", "OPENSSL_CONF", "OMP_X")
+    for start in starts:
+        assert not forkserver.forkable({start: "x"}, {}, **light), start
+    assert forkserver.forkable({"OMNISTORY_X": "1", "HOME": "/h"}, {"HOME": "/g"}, **heavy)
+    assert not forkserver.forkable({"OPENBLAS_CORETYPE": "Haswell"}, {}, **heavy)
+    assert not forkserver.forkable({}, {"CT2_FORCE_CPU_ISA": "AVX"}, **heavy)
 
 
 def test_output_is_read_until_every_process_holding_it_closes_it(probe_dir: Path) -> None:

@@ -1,21 +1,26 @@
 """CLI runs forked from an interpreter that has already imported the CLI.
 
 A test suite starts the CLI hundreds of times, and most of each short run is the interpreter's
-start and its imports (Hydra, the core, every plugin): 0.80 s of CPU for a one-example demo run
-against 0.26 s forked from a warm interpreter (``benchmarks/cli_fork.py``).  :func:`run_module`
-runs ``python -m MODULE ARGS`` in a process forked from such an interpreter (a *zygote*), with
-the caller's arguments, working directory, environment and stdin/stdout/stderr, and returns what
-:func:`subprocess.run` returns: the same exit status (negative for a signal), the same text
-output, read until every process holding the pipes has closed them, and
-:class:`subprocess.TimeoutExpired` after killing the run when it takes longer than ``timeout``.
+start and its imports (Hydra, the core, every plugin): 0.78-0.93 s of CPU for a one-example demo
+run against 0.29-0.30 s forked from a warm interpreter (``benchmarks/cli_fork.py``: forked/new
+0.31-0.35).  :func:`run_module` runs ``python -m MODULE ARGS`` in a process forked from such an
+interpreter (a *zygote*), with the caller's arguments, working directory, environment and
+stdin/stdout/stderr, and returns what :func:`subprocess.run` returns: the same exit status
+(negative for a signal), the same text output, read until every process holding the pipes has
+closed them, and :class:`subprocess.TimeoutExpired` after killing the run when it takes longer
+than ``timeout``.
 
 What a forked run shares with the zygote, and how that is kept from showing:
 
-* **Imported modules.**  The zygote imports what one demo run imports, nothing heavier: a module
-  reads its environment when it is imported, so a run whose environment differs from the
-  zygote's in anything but :data:`CALL_TIME_ENV` (variables read when used, not when imported:
-  ``OMNISTORY_*``, ``HOME``, ``XDG_*``...) starts a real interpreter instead, as does any
-  ``PYTHON*`` variable (``PYTHONPATH`` moves the plugins found), ``CT2_*`` or ``OPENBLAS_*``.
+* **Imported modules and their environment.**  The zygote imports what one demo run imports,
+  except the packages of :data:`NOT_PRELOADED` (numerical, model and hub libraries, which read
+  thread, instruction-set and hub settings from the environment when they load): those load in
+  the forked run, under its own environment.  What the interpreter reads at its start and NumPy
+  when it loads (:data:`START_ENV_PREFIXES`: ``PYTHON*``, locale, time zone, the loader's,
+  libc's and OpenSSL's variables, BLAS threads and core type) cannot change after it: a run
+  whose environment differs from the zygote's there starts a new interpreter.  Should the
+  zygote ever hold a package of :data:`NOT_PRELOADED` (a preloaded module that imports one), it
+  says so, and only the variables of :data:`CALL_TIME_ENV` may then differ.
 * **The hash seed.**  Strings hash with the seed their interpreter drew at its start.  Two
   zygotes with their own seeds take turns, so two consecutive runs never share one: a result
   that depends on a set's order still differs between a run and its rerun.
@@ -44,26 +49,45 @@ from pathlib import Path
 from typing import Any
 
 ENABLE_ENV = "OMNISTORY_TESTKIT_FORK"
-#: environment variables a run may set or change and still be forked: read when used
+#: variables read when the process starts (the interpreter, libc, the loader, OpenSSL) or when
+#: NumPy loads its BLAS (NumPy is preloaded: the speech outputs of a demo run import it)
+START_ENV_PREFIXES = (
+    "PYTHON",
+    "LD_",
+    "LC_",
+    "LANG",
+    "TZ",
+    "MALLOC_",
+    "GLIBC_",
+    "OPENSSL_",
+    "OMP_",
+    "OPENBLAS_",
+    "GOTO",
+    "NPY_",
+)
+#: what may differ when the zygote holds a package of NOT_PRELOADED: variables read when used
 CALL_TIME_ENV = frozenset(
-    {
-        "HOME",
-        "NO_COLOR",
-        "FORCE_COLOR",
-        "COLUMNS",
-        "LINES",
-        "TERM",
-        "PYTHONUNBUFFERED",
-        "PYTEST_CURRENT_TEST",
-    }
+    {"HOME", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TERM", "PYTEST_CURRENT_TEST"}
 )
 CALL_TIME_PREFIXES = ("OMNISTORY_", "XDG_")
 #: the demo run whose imports the zygote makes before it forks anything
 WARM_UP = ("planner=template", "image=copy", "tts=noop", "dataset.limit=1")
-#: top-level packages the zygote never imports (their import reads threads, ISA or hub
-#: settings from the environment)
+#: top-level packages the zygote never imports: they read threads, instruction sets or hub
+#: settings from the environment when they load, or import a package that does
 NOT_PRELOADED = frozenset(
-    {"numpy", "torch", "pyarrow", "ctranslate2", "huggingface_hub", "transformers", "numba"}
+    {
+        "scipy",
+        "torch",
+        "pyarrow",
+        "librosa",
+        "numba",
+        "sklearn",
+        "ctranslate2",
+        "onnxruntime",
+        "huggingface_hub",
+        "transformers",
+        "tokenizers",
+    }
 )
 
 
@@ -71,10 +95,18 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_ENV) == "1" and hasattr(socket, "send_fds") and os.name == "posix"
 
 
-def forkable(env: dict[str, str], zygote_env: dict[str, str]) -> bool:
-    """Whether a run with ``env`` may be forked from a zygote started with ``zygote_env``."""
+def forkable(env: dict[str, str], zygote_env: dict[str, str], *, holds_heavy: bool) -> bool:
+    """Whether a run with ``env`` may be forked from a zygote started with ``zygote_env``
+    (``holds_heavy``: the zygote holds a package of :data:`NOT_PRELOADED`)."""
     changed = {k for k in env.keys() | zygote_env.keys() if env.get(k) != zygote_env.get(k)}
-    return all(k in CALL_TIME_ENV or k.startswith(CALL_TIME_PREFIXES) for k in changed)
+    if holds_heavy:
+        return all(k in CALL_TIME_ENV or k.startswith(CALL_TIME_PREFIXES) for k in changed)
+    return not any(k.startswith(START_ENV_PREFIXES) for k in changed)
+
+
+def held_heavy() -> list[str]:
+    """The packages of :data:`NOT_PRELOADED` this interpreter has imported."""
+    return sorted({name.split(".")[0] for name in sys.modules} & NOT_PRELOADED)
 
 
 # -- the zygote -------------------------------------------------------------------------------
@@ -188,6 +220,7 @@ def serve(path: str) -> None:
     _warm_up()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    Path(f"{path}.json").write_text(json.dumps({"heavy": held_heavy()}), encoding="utf-8")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
@@ -244,6 +277,8 @@ def serve(path: str) -> None:
 class _Zygote:
     def __init__(self, env: dict[str, str]):
         self.env = env
+        #: the packages of NOT_PRELOADED the zygote holds (None until it is up)
+        self.heavy: list[str] | None = None
         self.dir = tempfile.mkdtemp(prefix="omnistory-fork-")
         self.path = os.path.join(self.dir, "zygote.sock")
         code = f"from omnistory_testkit.forkserver import serve; serve({self.path!r})"
@@ -261,6 +296,9 @@ class _Zygote:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 sock.connect(self.path)
+                if self.heavy is None:  # written before the socket was bound
+                    text = Path(f"{self.path}.json").read_text(encoding="utf-8")
+                    self.heavy = list(json.loads(text)["heavy"])
                 return sock
             except OSError:
                 sock.close()
@@ -274,6 +312,8 @@ class _Zygote:
             self.process.wait()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.unlink(f"{self.path}.json")
         with contextlib.suppress(OSError):
             os.rmdir(self.dir)
 
@@ -325,14 +365,17 @@ def run_module(
     text=True`` runs it: forked from a zygote where it can be, a new interpreter otherwise."""
     command = [sys.executable, "-m", module, *args]
     zygote = _ZYGOTES.next() if enabled() else None
-    if zygote is None or not forkable(env, zygote.env):
+    # what no zygote can honour is known without asking one (which may still be warming up)
+    if zygote is None or not forkable(env, zygote.env, holds_heavy=False):
         return _subprocess(command, cwd, env, timeout)
     try:
         sock = zygote.connect(time.monotonic() + START_TIMEOUT_S)
-    except OSError:
+    except (OSError, ValueError, KeyError):
         _ZYGOTES.broken = True
         return _subprocess(command, cwd, env, timeout)
     with sock:
+        if not forkable(env, zygote.env, holds_heavy=bool(zygote.heavy)):
+            return _subprocess(command, cwd, env, timeout)
         return _forked(sock, command, module, args, cwd, env, timeout)
 
 
@@ -428,4 +471,14 @@ def _forked(
     )
 
 
-__all__ = ["CALL_TIME_ENV", "ENABLE_ENV", "enabled", "forkable", "run_module", "serve"]
+__all__ = [
+    "CALL_TIME_ENV",
+    "ENABLE_ENV",
+    "NOT_PRELOADED",
+    "START_ENV_PREFIXES",
+    "enabled",
+    "forkable",
+    "held_heavy",
+    "run_module",
+    "serve",
+]
