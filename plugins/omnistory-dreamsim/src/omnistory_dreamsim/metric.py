@@ -14,6 +14,7 @@ Average (paper Table 32), and analysis code must treat its rows that way.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,8 @@ INSTALL_HINT = "pip install 'omnistory-dreamsim[model]'"
 
 
 def default_cache_dir() -> str:
-    from omnistory_core.files import user_cache_dir
-
-    return str(user_cache_dir("dreamsim"))
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "omnistory" / "dreamsim")
 
 
 def cosine_distance(a: Any, b: Any) -> float:

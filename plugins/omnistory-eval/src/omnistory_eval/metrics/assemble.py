@@ -206,9 +206,12 @@ MODELS: dict[str, RealModel] = {
 def cache_dir(override: str | Path | None = None) -> Path:
     """Where assembled models and hash verdicts go: ``override``, ``$OMNISTORY_REAL_MODELS``, or
     ``$XDG_CACHE_HOME/omnistory/real-models`` (``~/.cache`` without XDG)."""
-    from omnistory_core.files import user_cache_dir
-
-    return Path(override) if override else user_cache_dir("real-models", CACHE_ENV)
+    if override:
+        return Path(override)
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "omnistory" / "real-models"
 
 
 def installed(package: Package) -> bool:
